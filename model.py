@@ -1,0 +1,532 @@
+"""
+A small GPT / Mamba2 for length-generalization experiments, in one file.
+
+The paper's idea in a few lines. Every block is pre-norm, x = x + f(N(x)), with N = RMSNorm.
+Where the dropout D goes decides whether the activations a linear layer sees at inference look
+like the ones it was trained on (`dropout_site`):
+
+  none        no noise.
+  pre_norm    x = x + D(f(N(x))): the usual residual dropout. D keeps E[x] but inflates the
+              variance of the residual stream; the next RMSNorm divides by a larger RMS in
+              training than at inference, so the *mean* of every normalized coordinate (what
+              the next projections see) shifts between train and eval.
+  pre_linear  D on the input of each linear layer that reads a normalization output
+              (attention qkv, MLP up/gate, Mamba2 in_proj and out_proj). The norm sees no
+              noise, so the mean the projection sees is the same in train and eval;
+              its variance is still inflated.
+  vpad        like pre_linear, with Variance-Preserving Affine Dropout instead of D.
+
+VPAD (our reconstruction from the paper's abstract). Inverted dropout y = m x / (1-p) keeps
+E[y] = E[x] but Var[y] = Var[x] + p/(1-p) E[x^2]: when coordinates have non-zero means the extra
+variance is large. Drop the *centred* value instead and rescale it to keep the variance:
+
+    y = mu + m (x - mu) / sqrt(1 - p),   m ~ Bernoulli(1 - p),   mu = E[x] (per coordinate)
+
+then E[y] = mu = E[x] and Var[y] = E[m^2] Var[x] / (1 - p) = Var[x]. For a projection a = W y,
+inverted dropout adds p/(1-p) sum_i W_ji^2 E[x_i^2] to Var[a_j]; VPAD only scales the
+cross-covariances of x by (1 - p), so the pre-activation variance barely moves. mu is the
+per-coordinate mean over all tokens of the batch, taken without gradient.
+
+Contents, top to bottom: the dropout ops (vpad, inverted_dropout), RoPE, attention (full or
+sliding window, RoPE or NoPE), SwiGLU MLP, the SSD selective scan and the Mamba2 mixer, the
+block and the model, and the train-vs-eval mismatch diagnostic (`python model.py` prints it).
+"""
+
+import math
+import inspect
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+SITES = ('none', 'pre_norm', 'pre_linear', 'vpad')
+BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}
+
+# -----------------------------------------------------------------------------
+# Dropout ops.
+# On a CPU the cost of dropout is the random number generator, not the arithmetic (F.dropout on
+# 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes from 16-bit slices of 64-bit
+# random words (4 elements per draw), p is quantized to 1/65536, and the centring, masking and
+# scaling are fused into one kernel by torch.compile. The backward needs only the mask.
+
+def _random_int16(x):
+    """One uniform int16 per element of x, drawn from torch's generator (so the run's seed and the
+    RNG state in a checkpoint fix every mask)."""
+    n = x.numel()
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
+    words.random_(-2**63, 2**63 - 1)
+    return words.view(torch.int16)[:n].view(x.shape)
+
+def _quantize(p):
+    """-> (threshold, p_eff): keep an element iff its int16 >= threshold, P(keep) = 1 - p_eff."""
+    dropped = round(p * 65536)
+    return dropped - 32768, dropped / 65536
+
+def _vpad_kernel(x, r, threshold: int, scale: float):
+    keep = r >= threshold
+    mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)  # (1, .., 1, C) per coordinate
+    return mu + keep * (x - mu) * scale, keep
+
+def _dropout_kernel(x, r, threshold: int, scale: float):
+    keep = r >= threshold
+    return keep * x * scale, keep
+
+class _MaskedScale(torch.autograd.Function):
+    """y = kernel(x); dy/dx = keep * scale for both kernels (mu carries no gradient), so the
+    backward keeps the boolean mask and nothing else."""
+    @staticmethod
+    def forward(ctx, x, r, threshold, scale, kernel):
+        y, keep = kernel(x, r, threshold, scale)
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return grad * keep * ctx.scale, None, None, None, None
+
+_fused = {}          # kernel -> compiled kernel, built on first use
+USE_COMPILE = True   # set False (or let compile fail) for the eager kernels; same numbers
+
+def _kernel(fn):
+    if not USE_COMPILE:
+        return fn
+    if fn not in _fused:
+        _fused[fn] = torch.compile(fn, dynamic=True)
+    return _fused[fn]
+
+def _masked_scale(x, p, fn, scale_of):
+    global USE_COMPILE
+    threshold, p_eff = _quantize(p)
+    r = _random_int16(x)
+    try:
+        return _MaskedScale.apply(x, r, threshold, scale_of(p_eff), _kernel(fn))
+    except Exception as e:  # no working compiler: say so once, then run eagerly
+        if not USE_COMPILE:
+            raise
+        print(f"model.py: torch.compile of the dropout kernel failed ({type(e).__name__}); using eager")
+        USE_COMPILE = False
+        return _MaskedScale.apply(x, r, threshold, scale_of(p_eff), fn)
+
+def vpad(x, p):
+    """Training-mode VPAD: mu + m (x - mu) / sqrt(1 - p), mu = per-coordinate batch mean."""
+    if p == 0:
+        return x
+    return _masked_scale(x, p, _vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
+
+def inverted_dropout(x, p):
+    """Training-mode inverted dropout m x / (1 - p), with the same cheap masks as vpad."""
+    if p == 0:
+        return x
+    return _masked_scale(x, p, _dropout_kernel, lambda q: 1.0 / (1.0 - q))
+
+class Dropout(nn.Module):
+    """D (affine=False) or VPAD (affine=True); the identity in eval mode."""
+    def __init__(self, p, affine):
+        super().__init__()
+        self.p, self.affine = p, affine
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        return vpad(x, self.p) if self.affine else inverted_dropout(x, self.p)
+
+    def extra_repr(self):
+        return f"p={self.p}, {'vpad' if self.affine else 'inverted'}"
+
+def site_dropouts(config):
+    """-> (D before each norm-fed linear layer, D on each sublayer output)."""
+    p, site = config.dropout, config.dropout_site
+    before_linear = Dropout(p, affine=(site == 'vpad')) if site in ('pre_linear', 'vpad') else nn.Identity()
+    on_residual = Dropout(p, affine=False) if site == 'pre_norm' else nn.Identity()
+    return before_linear, on_residual
+
+# -----------------------------------------------------------------------------
+# Config
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 1024
+    block_size: int = 256       # the training length: a default for data and MFU, never a limit
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    dropout_site: str = 'none'  # one of SITES
+    window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
+    nope_every: int = 0         # every k-th attention layer is global and has no RoPE, 0 = never
+    block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
+    rope_theta: float = 10000.0
+    d_state: int = 64           # Mamba2: state size n
+    expand: int = 2             # Mamba2: d_inner = expand * n_embd
+    headdim: int = 32           # Mamba2: p, the channels per head
+    d_conv: int = 4             # Mamba2: causal conv width
+    chunk_size: int = 64        # Mamba2: SSD chunk length
+
+    def __post_init__(self):
+        if self.dropout_site not in SITES:
+            raise ValueError(f"dropout_site={self.dropout_site!r}: valid sites are {', '.join(SITES)}")
+        bad = sorted(set(self.block_pattern) - set(BLOCK_KINDS)) or not self.block_pattern
+        if bad:
+            raise ValueError(f"block_pattern={self.block_pattern!r}: use the letters "
+                             + ", ".join(f"'{k}' ({v})" for k, v in BLOCK_KINDS.items()))
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout={self.dropout}: must be in [0, 1)")
+        if 'A' in self.block_pattern and self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        if 'M' in self.block_pattern and (self.expand * self.n_embd) % self.headdim:
+            raise ValueError(f"expand*n_embd={self.expand * self.n_embd} must be divisible by headdim={self.headdim}")
+
+    def layer_kind(self, i):
+        return self.block_pattern[i % len(self.block_pattern)]
+
+# -----------------------------------------------------------------------------
+# Attention: RoPE for any position, sliding window without a T x T mask, NoPE global layers
+
+def rope(x, theta):
+    """Rotate pairs (x[..., :d/2], x[..., d/2:]) by angle pos * theta^(-2i/d). x: (B, H, T, D)."""
+    T, D = x.shape[-2], x.shape[-1]
+    inv_freq = theta ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float32) / D)  # (D/2,)
+    angles = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv_freq      # (T, D/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+def sliding_window_attention(q, k, v, window):
+    """Causal attention where query t sees keys t-window+1 .. t. q, k, v: (B, H, T, D).
+    Queries go in blocks of `window`; each block attends to its own and the previous block of keys
+    under a (window x 2 window) band mask, so memory is O(T * window), never O(T^2)."""
+    B, H, T, D = q.shape
+    W = window
+    nb = -(-T // W)                                    # number of query blocks
+    pad = nb * W - T
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))           # (B, H, nb*W, D)
+    # keys/values of block j are blocks j-1 and j: prepend one block of zeros, then unfold
+    k, v = (F.pad(t, (0, 0, W, 0)).unfold(2, 2 * W, W).transpose(-1, -2) for t in (k, v))  # (B, H, nb, 2W, D)
+    q = q.view(B, H, nb, W, D)
+    qpos = torch.arange(nb * W, device=q.device).view(nb, W, 1)           # absolute query position
+    kpos = qpos[:, :1, :].transpose(1, 2) - W + torch.arange(2 * W, device=q.device)  # (nb, 1, 2W)
+    band = (kpos <= qpos) & (kpos > qpos - W) & (kpos >= 0)              # (nb, W, 2W)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=band)          # (B, H, nb, W, D)
+    return y.view(B, H, nb * W, D)[:, :, :T]
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config, use_rope, window):
+        super().__init__()
+        self.n_head, self.use_rope, self.window, self.theta = config.n_head, use_rope, window, config.rope_theta
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.c_proj.residual_out = True
+        self.drop_in, _ = site_dropouts(config)
+
+    def forward(self, x):                      # x = N(residual): (B, T, C)
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.drop_in(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        if self.use_rope:
+            q, k = rope(q, self.theta), rope(k, self.theta)
+        if self.window and self.window < T:
+            y = sliding_window_attention(q, k, v, self.window)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+class MLP(nn.Module):
+    """SwiGLU: c_proj(silu(gate) * up), gate and up from one fused projection."""
+    def __init__(self, config):
+        super().__init__()
+        hidden = 32 * math.ceil(8 * config.n_embd / 3 / 32)
+        self.c_fc = nn.Linear(config.n_embd, 2 * hidden, bias=False)
+        self.c_proj = nn.Linear(hidden, config.n_embd, bias=False)
+        self.c_proj.residual_out = True
+        self.drop_in, _ = site_dropouts(config)
+
+    def forward(self, x):                      # x = N(residual): (B, T, C)
+        gate, up = self.c_fc(self.drop_in(x)).chunk(2, dim=-1)
+        return self.c_proj(F.silu(gate) * up)
+
+# -----------------------------------------------------------------------------
+# The selective scan. The recurrence, per head (p channels, n states):
+#     h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T      (p, n)
+#     y_t = h_t C_t                                    (p,)
+# ssd_scan_sequential is that loop, the definition; ssd_scan computes the same thing in chunks
+# (SSD, Mamba2): inside a chunk as a masked matrix product, between chunks as a recurrence over
+# one state per chunk, so cost and memory are linear in t.
+
+def ssd_scan_sequential(x, dt, A, B, C):
+    """The recurrence as a plain loop over time; the reference for ssd_scan."""
+    b, t, h, p = x.shape
+    state = x.new_zeros(b, h, p, B.shape[-1])
+    ys = []
+    for i in range(t):
+        decay = torch.exp(dt[:, i] * A)                                      # (b, h)
+        state = decay[..., None, None] * state + (dt[:, i, :, None] * x[:, i])[..., None] * B[:, i, :, None, :]
+        ys.append(torch.einsum('bhpn,bhn->bhp', state, C[:, i]))
+    return torch.stack(ys, dim=1), state
+
+def segsum(a):
+    """a: (..., l) -> (..., l, l) with out[i, j] = a[j+1] + .. + a[i] for i >= j and -inf above the
+    diagonal. Masking before the cumulative sum keeps it exact (no difference of large sums)."""
+    l = a.shape[-1]
+    a = a[..., None].expand(*a.shape, l)                                     # (..., l, l): a[i] in row i
+    below = torch.tril(torch.ones(l, l, dtype=torch.bool, device=a.device), diagonal=-1)
+    s = torch.cumsum(a.masked_fill(~below, 0), dim=-2)
+    return s.masked_fill(~torch.tril(torch.ones_like(below)), -torch.inf)
+
+def ssd_scan(x, dt, A, B, C, chunk_size):
+    """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, h, n).
+    -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0,
+    which neither decays nor writes the state, so padding is exact."""
+    b, t, h, p = x.shape
+    out_dtype = x.dtype
+    dtype = torch.promote_types(x.dtype, torch.float32)     # fp32 at least (fp64 stays fp64)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
+        l = chunk_size
+        pad = (-t) % l
+        if pad:
+            x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+            dt = F.pad(dt, (0, 0, 0, pad))
+        c = (t + pad) // l
+        X = (x * dt[..., None]).view(b, c, l, h, p)                            # dt_t x_t
+        B, C = B.view(b, c, l, h, -1), C.view(b, c, l, h, -1)
+        a = (dt * A).view(b, c, l, h).permute(0, 3, 1, 2)                     # (b, h, c, l): log decay
+        a_cum = torch.cumsum(a, dim=-1)                                         # (b, h, c, l)
+
+        # 1. within each chunk: y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
+        L = torch.exp(segsum(a).clamp(max=0))                                   # (b, h, c, l, l)
+        y = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
+
+        # 2. the state each chunk writes, as seen at its end
+        decay_to_end = torch.exp((a_cum[..., -1:] - a_cum).clamp(max=0))       # (b, h, c, l)
+        chunk_states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_to_end, X)  # (b, c, h, p, n)
+
+        # 3. between chunks: a recurrence over c states, linear in the number of chunks
+        chunk_decay = torch.exp(a_cum[..., -1]).permute(0, 2, 1)[..., None, None]   # (b, c, h, 1, 1)
+        state = x.new_zeros(b, h, p, B.shape[-1])
+        states_in = []
+        for i in range(c):
+            states_in.append(state)                                             # state entering chunk i
+            state = chunk_decay[:, i] * state + chunk_states[:, i]
+        states_in = torch.stack(states_in, dim=1)                               # (b, c, h, p, n)
+
+        # 4. what the incoming state contributes inside each chunk
+        decay_from_start = torch.exp(a_cum)                                     # (b, h, c, l)
+        y = y + torch.einsum('bclhn,bchpn,bhcl->bclhp', C, states_in, decay_from_start)
+        y = y.reshape(b, c * l, h, p)[:, :t]
+    return y.to(out_dtype), state
+
+# -----------------------------------------------------------------------------
+# Mamba2 mixer
+
+class GatedRMSNorm(nn.Module):
+    """RMSNorm(y * silu(z)) * weight, Mamba2's output norm."""
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, y, z):
+        y = y * F.silu(z)
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+class Mamba2(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        d_inner = config.expand * config.n_embd
+        self.d_inner, self.d_state, self.headdim = d_inner, config.d_state, config.headdim
+        self.n_heads, self.chunk_size = d_inner // config.headdim, config.chunk_size
+        conv_dim = d_inner + 2 * config.d_state                    # x, B, C (one group of B, C)
+        self.in_proj = nn.Linear(config.n_embd, 2 * d_inner + 2 * config.d_state + self.n_heads, bias=False)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, config.d_conv, groups=conv_dim, padding=config.d_conv - 1)
+        # upstream initialisation: A in [1, 16], dt in [1e-3, 1e-1] log-uniform, D = 1
+        self.A_log = nn.Parameter(torch.log(torch.empty(self.n_heads).uniform_(1, 16)))
+        dt = torch.exp(torch.empty(self.n_heads).uniform_(math.log(1e-3), math.log(1e-1))).clamp(min=1e-4)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))          # inverse softplus
+        self.D = nn.Parameter(torch.ones(self.n_heads))
+        self.norm = GatedRMSNorm(d_inner)
+        self.out_proj = nn.Linear(d_inner, config.n_embd, bias=False)
+        self.out_proj.residual_out = True
+        self.drop_in, _ = site_dropouts(config)
+        self.drop_out_proj, _ = site_dropouts(config)   # out_proj also reads a norm's output
+
+    def forward(self, u):                      # u = N(residual): (B, T, C)
+        Bsz, T, _ = u.shape
+        h, p, n = self.n_heads, self.headdim, self.d_state
+        z, xBC, dt = self.in_proj(self.drop_in(u)).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
+        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))  # causal depthwise conv
+        x, B, C = xBC.split([self.d_inner, n, n], dim=-1)
+        dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
+        A = -torch.exp(self.A_log.float())                                       # (h,) < 0
+        x = x.view(Bsz, T, h, p)
+        B, C = (t[:, :, None, :].expand(Bsz, T, h, n) for t in (B, C))           # shared by the heads
+        y, _ = ssd_scan(x, dt, A, B, C, self.chunk_size)                         # (B, T, h, p)
+        y = y + x * self.D[:, None]
+        y = self.norm(y.reshape(Bsz, T, self.d_inner), z)
+        return self.out_proj(self.drop_out_proj(y))
+
+# -----------------------------------------------------------------------------
+# Blocks and the model
+
+class Block(nn.Module):
+    """x = x + D_res(f(N(x))) per sublayer; D_res is the identity unless dropout_site='pre_norm'."""
+    def __init__(self, config, i):
+        super().__init__()
+        self.kind = config.layer_kind(i)
+        self.norm_1 = nn.RMSNorm(config.n_embd, eps=1e-5)
+        _, self.drop_res = site_dropouts(config)
+        if self.kind == 'A':
+            global_nope = config.nope_every > 0 and (i + 1) % config.nope_every == 0
+            self.mixer = CausalSelfAttention(config, use_rope=not global_nope,
+                                             window=0 if global_nope else config.window)
+            self.norm_2 = nn.RMSNorm(config.n_embd, eps=1e-5)
+            self.mlp = MLP(config)
+        else:
+            self.mixer = Mamba2(config)
+
+    def forward(self, x):                      # (B, T, C)
+        x = x + self.drop_res(self.mixer(self.norm_1(x)))
+        if self.kind == 'A':
+            x = x + self.drop_res(self.mlp(self.norm_2(x)))
+        return x
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)   # tied with the LM head
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
+        self.norm_f = nn.RMSNorm(config.n_embd, eps=1e-5)
+        self.apply(self._init_weights)
+        print(f"model: {self.get_num_params() / 1e6:.2f}M parameters, layers "
+              + "".join(self.describe_layers()))
+
+    def _init_weights(self, m):
+        if isinstance(m, nn.Linear):
+            std = 0.02 / math.sqrt(2 * self.config.n_layer) if getattr(m, 'residual_out', False) else 0.02
+            nn.init.normal_(m.weight, mean=0.0, std=std)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    def describe_layers(self):
+        """One letter per layer: W sliding-window RoPE, R full RoPE, N global NoPE, M Mamba2."""
+        out = []
+        for b in self.blocks:
+            if b.kind == 'M':
+                out.append('M')
+            else:
+                out.append('N' if not b.mixer.use_rope else ('W' if b.mixer.window else 'R'))
+        return out
+
+    def get_num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx, targets=None):
+        """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there.
+        -> (logits, loss). The LM head runs only where a target is set: logits is (N, vocab) for
+        the N positions with targets != -1, in row-major order. Without targets, logits is
+        (B, 1, vocab) for the last position and loss is None."""
+        x = self.wte(idx)                                     # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm_f(x)
+        if targets is None:
+            return F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
+        sel = targets != -1
+        logits = F.linear(x[sel], self.wte.weight)                  # (N, V)
+        loss = F.cross_entropy(logits.float(), targets[sel], reduction='sum') / max(int(sel.sum()), 1)
+        return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW with decay on the weight matrices of linear layers only: not on norms, biases,
+        the (tied) embedding, the conv filters, or Mamba2's A_log, D and dt_bias."""
+        matrices = {id(m.weight) for m in self.modules() if isinstance(m, nn.Linear)}
+        decay = [p for p in self.parameters() if id(p) in matrices]
+        no_decay = [p for p in self.parameters() if id(p) not in matrices]
+        groups = [{'params': decay, 'weight_decay': weight_decay},
+                  {'params': no_decay, 'weight_decay': 0.0}]
+        names = {id(p): n for n, p in self.named_parameters()}
+        kinds = sorted({names[id(p)].split('.')[-1] if names[id(p)].startswith('blocks') else names[id(p)]
+                        for p in no_decay})
+        print(f"weight decay {weight_decay}: {len(decay)} matrices, {sum(p.numel() for p in decay):,} params; "
+              f"no decay: {len(no_decay)} tensors, {sum(p.numel() for p in no_decay):,} params ({', '.join(kinds)})")
+        fused = device_type == 'cuda' and 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
+
+    def flops_per_token(self, T):
+        """Forward + backward FLOPs per token at length T: 6 per parameter (PaLM appendix B)
+        plus attention scores over the keys each layer actually sees (the window, if any).
+        The SSD scan's own FLOPs are small next to the projections and are left out."""
+        cfg = self.config
+        flops = 6 * self.get_num_params()
+        for b in self.blocks:
+            if b.kind == 'A':
+                keys = min(T, b.mixer.window) if b.mixer.window else T
+                flops += 12 * cfg.n_embd * keys
+        return flops
+
+    def estimate_mfu(self, tokens_per_iter, dt, peak_flops):
+        """Model FLOPs utilization: achieved FLOP/s over `peak_flops` (the device's, per process;
+        a config key, since it depends on the hardware and the dtype)."""
+        return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
+
+# -----------------------------------------------------------------------------
+# The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)
+
+@torch.no_grad()
+def dropout_mismatch(model, idx, n_masks=8, seed=0):
+    """Run the same batch in eval mode and in train mode (n_masks times, averaging the statistics
+    over masks, so what remains is the systematic effect of the noise, not one mask's luck). At the
+    input of every linear layer report, with mu and var per coordinate over all tokens:
+      mean_shift = RMS_i (mu_train_i - mu_eval_i) / RMS_i sd_eval_i   (0 = mean preserved)
+      var_ratio  = mean_i var_train_i / var_eval_i                    (1 = variance preserved)
+    -> list of dicts {layer, proj, mean_shift, var_ratio}, in forward order."""
+    stats = {}
+
+    def hook(name):
+        def fn(module, args):
+            x = args[0].float().reshape(-1, args[0].shape[-1])          # (tokens, C_in)
+            stats.setdefault(name, []).append((x.mean(0), x.var(0)))
+        return fn
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    was_training = model.training
+    try:
+        model.eval()(idx)
+        torch.manual_seed(seed)
+        for _ in range(n_masks):
+            model.train()(idx)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    rows = []
+    for name, ((mu_e, var_e), *train) in stats.items():
+        mu_t = torch.stack([m for m, _ in train]).mean(0)
+        var_t = torch.stack([v for _, v in train]).mean(0)
+        rows.append({'layer': int(name.split('.')[1]), 'proj': name.split('.', 2)[2],
+                     'mean_shift': ((mu_t - mu_e).pow(2).mean() / var_e.mean()).sqrt().item(),
+                     'var_ratio': (var_t / var_e.clamp(min=1e-12)).mean().item()})
+    return rows
+
+if __name__ == '__main__':
+    # python model.py: the diagnostic table for a small random model, one column pair per site
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, dropout=0.1, window=64, block_pattern='A')
+    idx = torch.randint(0, 512, (8, 256))
+    model = GPT(GPTConfig(**cfg, dropout_site='none'))
+    with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some
+        model.wte.weight += 0.05 * torch.randn(cfg['n_embd'])
+    tables = {}
+    for site in SITES:
+        m = GPT(GPTConfig(**cfg, dropout_site=site))
+        m.load_state_dict(model.state_dict())
+        tables[site] = dropout_mismatch(m, idx)
+    print(f"\ntrain-vs-eval mismatch at each linear layer's input: random model, dropout=0.1, batch {tuple(idx.shape)}")
+    print("shift = RMS_i (mu_train - mu_eval)_i / RMS_i sd_eval_i (0 = mean kept); var = mean_i var_train_i / var_eval_i (1 = kept)")
+    print(f"{'layer.input of':<16}" + "".join(f"{s + ' shift':>17}{s + ' var':>15}" for s in SITES))
+    for i, r in enumerate(tables['none']):
+        print(f"{str(r['layer']) + '.' + r['proj']:<16}"
+              + "".join(f"{tables[s][i]['mean_shift']:17.4f}{tables[s][i]['var_ratio']:15.3f}" for s in SITES))

@@ -1,0 +1,65 @@
+import pytest
+
+from configurator import configure, settings_of
+
+DEFAULTS = dict(batch_size=16, learning_rate=1e-3, dropout_site='none', compile=False, out_dir='out')
+
+
+def fails(argv, *words, tmp=None):
+    with pytest.raises(SystemExit) as e:
+        configure(DEFAULTS, argv)
+    msg = str(e.value)
+    assert msg.startswith('config error:') and '\n' not in msg
+    for w in words:
+        assert w in msg, msg
+    return msg
+
+
+def test_overrides_and_config_files_apply_in_order(tmp_path):
+    f = tmp_path / 'c.py'
+    f.write_text("import math\nbatch_size = 4\nlearning_rate = 3 * math.pi / 1000\n")
+    cfg = configure(DEFAULTS, [str(f), '--batch_size=8', '--dropout_site=vpad', '--compile=True', '--out_dir=out/x'])
+    assert cfg == dict(batch_size=8, learning_rate=pytest.approx(0.00942478), dropout_site='vpad',
+                       compile=True, out_dir='out/x')
+    assert DEFAULTS['batch_size'] == 16          # the defaults are not touched
+
+
+def test_int_is_fine_where_float_expected():
+    cfg = configure(DEFAULTS, ['--learning_rate=1'])
+    assert cfg['learning_rate'] == 1.0 and isinstance(cfg['learning_rate'], float)
+
+
+def test_unknown_key_names_the_closest_valid_keys(tmp_path):
+    fails(['--batch_szie=3'], "'batch_szie'", 'batch_size')
+    f = tmp_path / 'typo.py'
+    f.write_text("learning_rat = 0.1\n")
+    fails([str(f)], "'learning_rat'", 'learning_rate', str(f))
+    fails(['--zzz=1'], "'zzz'", 'valid keys')
+
+
+@pytest.mark.parametrize("arg,words", [
+    ('--batch_size=0.5', ['batch_size', 'int', 'float', '0.5']),
+    ('--batch_size=True', ['batch_size', 'int', 'bool']),
+    ('--compile=1', ['compile', 'bool', 'int']),
+    ('--compile=yes', ['compile', 'bool', "'yes'"]),
+    ('--learning_rate=fast', ['learning_rate', 'float', "'fast'"]),
+])
+def test_wrong_type_names_key_expected_and_given(arg, words):
+    fails([arg], *words)
+
+
+def test_wrong_type_in_config_file(tmp_path):
+    f = tmp_path / 'c.py'
+    f.write_text("batch_size = '16'\n")
+    fails([str(f)], 'batch_size', 'int', 'str', str(f))
+
+
+def test_missing_file_and_malformed_arguments():
+    fails(['config/nope.py'], 'config/nope.py', 'not found')
+    fails(['--batch_size'], '--key=value')
+    fails(['batch_size=3'], 'neither')
+
+
+def test_settings_of_takes_public_plain_globals():
+    ns = dict(a=1, b='x', _c=2, d=[1], e=None, f=2.0, g=True)
+    assert settings_of(ns) == dict(a=1, b='x', f=2.0, g=True)

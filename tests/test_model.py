@@ -1,0 +1,388 @@
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import model as M
+from model import GPT, GPTConfig, SITES, dropout_mismatch, ssd_scan, ssd_scan_sequential, vpad
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny(**kw):
+    cfg = dict(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, d_state=8, headdim=16, chunk_size=8)
+    cfg.update(kw)
+    return GPTConfig(**cfg)
+
+
+@pytest.fixture
+def eager():
+    M.USE_COMPILE = False
+    yield
+    M.USE_COMPILE = True
+
+
+def shifted_normal(n, c, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mean = 2.0 * torch.randn(c, generator=g)           # non-zero coordinate means
+    sd = 0.5 + torch.rand(c, generator=g)
+    return mean + sd * torch.randn(n, c, generator=g)
+
+
+# ----------------------------------------------------------------------------- VPAD
+
+def test_vpad_preserves_coordinate_mean_and_variance(eager):
+    p, n = 0.3, 40000
+    x = shifted_normal(n, 16)
+    torch.manual_seed(1)
+    y = vpad(x, p)
+    # standard errors of a sample mean and a sample variance, times 5
+    se_mean = 5 * x.std(0) / math.sqrt(n)
+    assert ((y.mean(0) - x.mean(0)).abs() < se_mean).all()
+    assert ((y.var(0) / x.var(0) - 1).abs() < 5 * math.sqrt(2 / n) * 2).all()
+    # inverted dropout keeps the mean but not the variance: adds p/(1-p) E[x^2]
+    torch.manual_seed(1)
+    d = M.inverted_dropout(x, p)
+    expected = x.var(0) + p / (1 - p) * x.pow(2).mean(0)
+    assert ((d.var(0) / expected - 1).abs() < 0.05).all()
+    assert (d.var(0) / x.var(0)).mean() > 2
+
+
+def test_vpad_identity_in_eval_and_at_p0():
+    x = shifted_normal(100, 8)
+    assert vpad(x, 0.0) is x
+    drop = M.Dropout(0.5, affine=True).eval()
+    assert torch.equal(drop(x), x)
+    drop.train()
+    assert not torch.equal(drop(x), x)
+
+
+def test_vpad_gradient_is_mask_over_sqrt_keep(eager):
+    p = 0.25
+    x = shifted_normal(512, 32).requires_grad_()
+    torch.manual_seed(0)
+    y = vpad(x, p)
+    y.backward(torch.ones_like(y))
+    threshold, p_eff = M._quantize(p)
+    torch.manual_seed(0)
+    keep = M._random_int16(x) >= threshold
+    assert torch.equal(x.grad, keep / math.sqrt(1 - p_eff))
+    mu = x.detach().mean(0)
+    dropped = ~keep
+    assert torch.allclose(y.detach()[dropped], mu.expand_as(x)[dropped])  # a dropped element is the mean
+    assert abs(dropped.float().mean().item() - p) < 0.02
+
+
+def test_vpad_compiled_equals_eager():
+    x = shifted_normal(4 * 64, 48).view(4, 64, 48).requires_grad_()
+    outs = []
+    for compiled in (False, True):
+        M.USE_COMPILE = compiled
+        torch.manual_seed(3)
+        y = vpad(x, 0.2)
+        (g,) = torch.autograd.grad((y * y).sum(), x)
+        outs.append((y.detach(), g))
+    M.USE_COMPILE = True
+    assert M._vpad_kernel in M._fused, "the compiled kernel was not used"
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-6, atol=1e-6)
+
+
+def test_vpad_pre_activation_variance_mismatch_far_below_inverted_dropout(eager):
+    p, n = 0.2, 20000
+    x = shifted_normal(n, 64, seed=1)
+    W = torch.randn(32, 64, generator=torch.Generator().manual_seed(2)) / 8
+    var_eval = (x @ W.T).var(0)
+    torch.manual_seed(0)
+    mismatch = {}
+    for name, op in (('vpad', vpad), ('inverted', M.inverted_dropout)):
+        var_train = (op(x, p) @ W.T).var(0)
+        mismatch[name] = (var_train / var_eval - 1).abs().mean().item()
+    assert mismatch['inverted'] > 1.0          # big: the means are non-zero
+    assert mismatch['vpad'] < mismatch['inverted'] / 20
+
+
+# ----------------------------------------------------------------------------- selective scan
+
+def random_scan_inputs(b, t, h, p, n, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, t, h, p, generator=g, dtype=dtype)
+    dt = F.softplus(torch.randn(b, t, h, generator=g, dtype=dtype) - 1)
+    A = -torch.empty(h, dtype=dtype).uniform_(1, 16, generator=g)
+    B = torch.randn(b, t, h, n, generator=g, dtype=dtype)
+    C = torch.randn(b, t, h, n, generator=g, dtype=dtype)
+    return x, dt, A, B, C
+
+
+@pytest.mark.parametrize("t", [1, 37, 100])
+def test_ssd_scan_matches_sequential_loop_float64(t):
+    args = random_scan_inputs(2, t, 3, 4, 5, torch.float64)
+    y_ref, s_ref = ssd_scan_sequential(*args)
+    y, s = ssd_scan(*args, chunk_size=16)
+    torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(s, s_ref, rtol=1e-10, atol=1e-10)
+    assert y.dtype == torch.float64
+
+
+def test_ssd_scan_gradients_match_sequential_loop():
+    args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 2, 3, 4, torch.float32)]
+    g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].pow(2).sum(), args)
+    g = torch.autograd.grad(ssd_scan(*args, chunk_size=16)[0].pow(2).sum(), args)
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+class LargestTensor(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, torch.Tensor):
+                self.numel = max(self.numel, o.numel())
+        return out
+
+
+def test_ssd_scan_has_nothing_quadratic_in_chunks():
+    largest = {}
+    for chunks in (16, 64):
+        args = random_scan_inputs(1, 8 * chunks, 2, 4, 4, torch.float32)
+        with LargestTensor() as mode:
+            y, _ = ssd_scan(*args, chunk_size=8)
+        assert torch.isfinite(y).all()
+        largest[chunks] = mode.numel
+    # 4x the chunks: the largest intermediate grows 4x (linear), a (chunks x chunks) one would grow 16x
+    assert largest[64] <= 4 * largest[16]
+
+
+# ----------------------------------------------------------------------------- attention
+
+@pytest.mark.parametrize("T,window", [(150, 32), (64, 16), (20, 32), (33, 1)])
+def test_sliding_window_equals_band_masked_full_attention(T, window):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, T, 8, generator=g) for _ in range(3))
+    i = torch.arange(T)
+    band = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)   # (T, T)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=band)
+    torch.testing.assert_close(M.sliding_window_attention(q, k, v, window), ref, rtol=1e-5, atol=1e-5)
+
+
+def all_logits(model, idx):
+    logits, _ = model(idx, torch.zeros_like(idx))
+    return logits.view(*idx.shape, -1)
+
+
+def test_token_outside_every_layers_reach_does_not_change_output():
+    L, W, T = 3, 8, 64
+    model = GPT(tiny(n_layer=L, window=W)).eval()
+    idx = torch.randint(0, 64, (1, T), generator=torch.Generator().manual_seed(0))
+    changed = idx.clone()
+    changed[0, 0] = (idx[0, 0] + 1) % 64
+    with torch.no_grad():
+        a, b = all_logits(model, idx), all_logits(model, changed)
+    reach = L * (W - 1)                        # position 0 reaches positions 0 .. L*(W-1)
+    assert torch.equal(a[0, reach + 1:], b[0, reach + 1:])
+    assert not torch.allclose(a[0, reach], b[0, reach])
+
+
+def test_64k_token_forward_memory_is_linear():
+    # A T x T boolean mask alone would take 4 GiB at T = 65536; the whole process stays under 1.5 GiB.
+    code = (
+        "import resource, torch\n"
+        "from model import GPT, GPTConfig\n"
+        "torch.manual_seed(0)\n"
+        "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64)).eval()\n"
+        "with torch.no_grad():\n"
+        "    logits, _ = m(torch.randint(0, 64, (1, 65536)))\n"
+        "assert logits.shape == (1, 1, 64) and torch.isfinite(logits).all()\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    peak_kib = int(out.stdout.split()[-1])
+    assert peak_kib < 1.5 * 2**20, f"peak RSS {peak_kib / 2**20:.2f} GiB"
+
+
+@pytest.mark.parametrize("arch", [
+    dict(window=8),                               # pure sliding window
+    dict(window=8, nope_every=2),                 # sliding window + global NoPE layers
+    dict(block_pattern='M'),                      # pure Mamba2
+    dict(block_pattern='AM', window=8),           # hybrid
+])
+def test_forward_at_64x_block_size(arch):
+    cfg = tiny(**arch)
+    model = GPT(cfg).eval()
+    T = 64 * cfg.block_size
+    idx = torch.randint(0, cfg.vocab_size, (1, T))
+    targets = torch.full_like(idx, -1)
+    targets[0, -5:] = idx[0, -5:]
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+    assert logits.shape == (5, cfg.vocab_size)
+    assert torch.isfinite(loss)
+
+
+def test_nope_layers_are_global_and_ropeless():
+    model = GPT(tiny(n_layer=4, window=8, nope_every=2))
+    assert model.describe_layers() == ['W', 'N', 'W', 'N']
+    assert model.blocks[1].mixer.window == 0 and not model.blocks[1].mixer.use_rope
+
+
+# ----------------------------------------------------------------------------- dropout sites
+
+NORM_FED = ('mixer.c_attn', 'mlp.c_fc', 'mixer.in_proj', 'mixer.out_proj')
+
+
+def site_model(site, state=None):
+    torch.manual_seed(0)
+    m = GPT(tiny(block_pattern='AM', dropout=0.3, dropout_site=site, window=8))
+    if state is not None:
+        m.load_state_dict(state)                 # strict: the sites share one parameter set
+    return m
+
+
+def test_one_state_dict_loads_into_all_sites_and_eval_is_identical():
+    base = site_model('none')
+    idx = torch.randint(0, 64, (2, 40))
+    ref = all_logits(base.eval(), idx)
+    for site in SITES:
+        m = site_model(site, base.state_dict()).eval()
+        assert torch.equal(all_logits(m, idx), ref), site
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_noise_appears_exactly_where_the_site_says(site, eager):
+    m = site_model(site).train()
+    fired, fed_by_dropout, residual_drops = [], set(), 0
+    outputs = {}
+
+    def on_dropout(name):
+        def fn(mod, args, out):
+            if out is not args[0]:
+                fired.append(name)
+                outputs[out.data_ptr()] = name
+        return fn
+
+    def on_linear(name):
+        def fn(mod, args):
+            if args[0].data_ptr() in outputs:
+                fed_by_dropout.add(name.split('.', 2)[2])
+        return fn
+
+    for name, mod in m.named_modules():
+        if isinstance(mod, M.Dropout):
+            mod.register_forward_hook(on_dropout(name))
+        if isinstance(mod, nn.Linear):
+            mod.register_forward_pre_hook(on_linear(name))
+    m(torch.randint(0, 64, (2, 24)), torch.randint(0, 64, (2, 24)))
+    if site == 'none':
+        assert fired == []
+    elif site == 'pre_norm':
+        assert fed_by_dropout == set()
+        assert sorted(fired) == ['blocks.0.drop_res', 'blocks.0.drop_res', 'blocks.1.drop_res']
+    else:
+        assert fed_by_dropout == set(NORM_FED)
+        assert all('drop_res' not in f for f in fired)
+        assert len(fired) == 4                 # c_attn, c_fc, in_proj, out_proj: once each
+
+
+@pytest.mark.parametrize("site", ['pre_linear', 'vpad'])
+def test_first_projection_input_is_the_sites_transform(site, eager):
+    m = site_model(site)
+    seen = {}
+    m.blocks[0].mixer.c_attn.register_forward_pre_hook(lambda mod, a: seen.setdefault(mod.training, a[0].detach()))
+    idx = torch.randint(0, 64, (2, 24))
+    m.eval()(idx)
+    m.train()(idx)
+    clean, noisy = seen[False], seen[True]
+    scale = 1 / (1 - 0.3) if site == 'pre_linear' else 1 / math.sqrt(1 - 0.3)
+    mu = clean.mean(dim=(0, 1)) if site == 'vpad' else torch.zeros(clean.shape[-1])
+    ratio = (noisy - mu) / (clean - mu)
+    kept = (ratio - scale).abs() < 1e-3
+    dropped = ratio.abs() < 1e-5
+    assert (kept | dropped).all()
+    assert 0.2 < dropped.float().mean() < 0.4
+
+
+# ----------------------------------------------------------------------------- the diagnostic
+
+def test_mismatch_diagnostic_separates_the_sites():
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=256, n_layer=3, n_head=4, n_embd=64, dropout=0.1, window=32)
+    base = GPT(GPTConfig(**cfg))
+    with torch.no_grad():
+        # as in trained models: coordinates with non-zero means, residual branches that matter
+        base.wte.weight += 0.05 * torch.randn(64)
+        for b in base.blocks:
+            b.mixer.c_proj.weight.mul_(4)
+            b.mlp.c_proj.weight.mul_(4)
+    idx = torch.randint(0, 256, (8, 128))
+    res = {}
+    for site in SITES:
+        m = GPT(GPTConfig(**cfg, dropout_site=site))
+        m.load_state_dict(base.state_dict())
+        res[site] = [r for r in dropout_mismatch(m, idx, n_masks=16) if r['proj'] in ('mixer.c_attn', 'mlp.c_fc')]
+    first = 0   # the first c_attn sees no noise from any site's residual dropout
+    assert all(r['mean_shift'] < 1e-6 and r['var_ratio'] == pytest.approx(1) for r in res['none'])
+    assert res['pre_norm'][first]['mean_shift'] < 1e-6
+    later = range(1, len(res['none']))
+    for i in later:
+        assert res['pre_norm'][i]['mean_shift'] > 0.03
+        assert res['pre_linear'][i]['mean_shift'] < res['pre_norm'][i]['mean_shift'] / 3
+    for r in res['pre_linear']:
+        assert r['var_ratio'] > 1.3
+    for r in res['vpad']:
+        assert r['mean_shift'] < 0.01 and abs(r['var_ratio'] - 1) < 0.02
+
+
+# ----------------------------------------------------------------------------- config, optimizer, MFU
+
+@pytest.mark.parametrize("kw,word", [(dict(dropout_site='residual'), 'pre_linear'),
+                                     (dict(block_pattern='AX'), "'M'"),
+                                     (dict(dropout=1.0), 'dropout')])
+def test_bad_config_raises_naming_valid_values(kw, word):
+    with pytest.raises(ValueError, match=word):
+        tiny(**kw)
+
+
+def test_weight_decay_only_on_linear_matrices():
+    m = GPT(tiny(block_pattern='AM'))
+    opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
+    names = {id(p): n for n, p in m.named_parameters()}
+    decayed = {names[id(p)] for p in opt.param_groups[0]['params']}
+    plain = {names[id(p)] for p in opt.param_groups[1]['params']}
+    assert opt.param_groups[0]['weight_decay'] == 0.1 and opt.param_groups[1]['weight_decay'] == 0
+    assert decayed == {n for n, mod in m.named_modules() if isinstance(mod, nn.Linear) for n in [n + '.weight']}
+    for n in ('wte.weight', 'blocks.1.mixer.A_log', 'blocks.1.mixer.D', 'blocks.1.mixer.dt_bias',
+              'blocks.0.norm_1.weight', 'blocks.1.mixer.conv1d.bias'):
+        assert n in plain
+    assert len(decayed) + len(plain) == len(list(m.parameters()))
+
+
+def test_mfu_uses_the_given_peak_and_the_window():
+    full, windowed = GPT(tiny(block_size=256)), GPT(tiny(block_size=256, window=16))
+    assert windowed.flops_per_token(256) < full.flops_per_token(256)
+    a = full.estimate_mfu(1000, 1.0, peak_flops=1e12)
+    assert math.isclose(full.estimate_mfu(1000, 1.0, peak_flops=2e12), a / 2)
+    assert math.isclose(a, full.flops_per_token(256) * 1000 / 1e12)
+
+
+def test_lm_head_only_where_targets_are_set():
+    m = GPT(tiny()).eval()
+    idx = torch.randint(0, 64, (2, 10))
+    targets = torch.full_like(idx, -1)
+    targets[0, 3], targets[1, 7] = 5, 9
+    logits, loss = m(idx, targets)
+    full = all_logits(m, idx)
+    torch.testing.assert_close(logits, torch.stack([full[0, 3], full[1, 7]]))
+    torch.testing.assert_close(loss, F.cross_entropy(logits, torch.tensor([5, 9])))
+    last, none = m(idx)
+    assert last.shape == (2, 1, 64) and none is None
+    torch.testing.assert_close(last[:, 0], full[:, -1])
