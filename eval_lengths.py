@@ -8,7 +8,9 @@ needle at 2T, 4T, ... 64T?
 Scoring is one forward pass per example: feed prompt + gold answer (teacher forcing); a value
 counts when every one of its tokens is the argmax. For one value that is exactly greedy decoding's
 exact match; for several values (niah_multivalue, multiquery, vt) each value is scored on its own
-(RULER's string_match_all, recall-based). Only answer positions go through the LM head. The
+and the score is the fraction found (recall-based, like RULER's string_match_all). Unlike RULER's
+metric on free generation, the values are fed in the gold order and each is judged given the gold
+values before it, so one wrong value does not spoil the next. Only answer positions go through the LM head. The
 examples come from a fixed seed that is never a training seed, so every run and every call sees
 the same ones. Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib is
 installed) into the first.
@@ -55,10 +57,13 @@ def load_run(run_dir, device):
     except Exception as e:
         raise SystemExit(f"{path} is not a readable lengthgen checkpoint ({type(e).__name__}: {e}); "
                          f"retrain with: python train.py --out_dir={run_dir}")
-    tok = sample_data.load_tokenizer(run_dir)
-    if tok.vocab_size > model.config.vocab_size:
-        raise SystemExit(f"{run_dir}/tokenizer.json has {tok.vocab_size} tokens but the model only "
-                         f"{model.config.vocab_size}: the tokenizer does not belong to this checkpoint")
+    try:
+        tok = sample_data.load_tokenizer(run_dir)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    if tok.vocab_size != model.config.vocab_size or tok.name != ckpt.get('tokenizer', tok.name):
+        raise SystemExit(f"{run_dir}/tokenizer.json ({tok.name!r}, {tok.vocab_size} tokens) does not belong to "
+                         f"this checkpoint ({ckpt.get('tokenizer')!r}, {model.config.vocab_size} tokens)")
     return model.to(device).eval(), tok, ckpt['config']
 
 
@@ -78,8 +83,9 @@ def estimate_bytes(config, batch, T):
 
 
 def available_bytes(device):
-    if str(device).startswith('cuda'):
-        return torch.cuda.mem_get_info(torch.device(device))[0]
+    if str(device).startswith('cuda'):  # free on the card, plus what torch holds cached but unused
+        dev = torch.device(device)
+        return torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
     with open('/proc/meminfo') as f:
         info = dict(line.split(':') for line in f)
     return int(info['MemAvailable'].split()[0]) * 1024
@@ -114,12 +120,13 @@ def accuracy(values_correct):
 
 
 def evaluate(model, tok, task, length, n, batch_size, device, seed=0):
-    """Accuracy of `model` on n fixed held-out examples of `task` with prompts of `length` tokens."""
-    examples = sample_data.eval_examples(task, tok, length, n, seed=seed)
+    """Accuracy of `model` on n fixed held-out examples of `task` with prompts of `length` tokens.
+    Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length), available_bytes(device)
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
                           f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower batch_size or the multiples")
+    examples = sample_data.eval_examples(task, tok, length, n, seed=seed)
     correct = []
     for i in range(0, n, batch_size):
         correct += score(model, examples[i:i + batch_size], device)
@@ -183,10 +190,14 @@ def main(argv):
         rows, t0 = [], time.time()
         for task, m in tqdm(points, desc=run, disable=None):
             length = m * T
+            if length < sample_data.min_length(task, tok):
+                tqdm.write(f"skipped: {task} needs at least {sample_data.min_length(task, tok)} tokens, "
+                           f"{m}x{T} = {length} is too short")
+                continue
             try:
                 acc = evaluate(model, tok, task, length, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'])
             except MemoryError as e:
-                print(f"skipped: {e}")
+                tqdm.write(f"skipped: {e}")
                 continue
             results[(run, task, m)] = acc
             rows.append({'task': task, 'multiple': m, 'length': length, 'accuracy': acc, 'n': cfg['num_samples']})

@@ -91,7 +91,7 @@ _fused = {}          # kernel -> compiled kernel, built on first use
 USE_COMPILE = True   # set False (or let compile fail) for the eager kernels; same numbers
 
 def _kernel(fn):
-    if not USE_COMPILE:
+    if not USE_COMPILE or torch.compiler.is_compiling():   # inside a compiled model the outer graph fuses it
         return fn
     if fn not in _fused:
         _fused[fn] = torch.compile(fn, dynamic=True)
@@ -156,7 +156,7 @@ class GPTConfig:
     dropout: float = 0.0
     dropout_site: str = 'none'  # one of SITES
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
-    nope_every: int = 0         # every k-th attention layer is global and has no RoPE, 0 = never
+    nope_every: int = 0         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
     d_state: int = 64           # Mamba2: state size n
@@ -203,14 +203,17 @@ def sliding_window_attention(q, k, v, window):
     nb = -(-T // W)                                    # number of query blocks
     pad = nb * W - T
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))           # (B, H, nb*W, D)
-    # keys/values of block j are blocks j-1 and j: prepend one block of zeros, then unfold
-    k, v = (F.pad(t, (0, 0, W, 0)).unfold(2, 2 * W, W).transpose(-1, -2) for t in (k, v))  # (B, H, nb, 2W, D)
-    q = q.view(B, H, nb, W, D)
+    # keys/values of block j are blocks j-1 and j: prepend one block of zeros, then unfold.
+    # Blocks go into the batch dimension: 4-D inputs let SDPA use its fused kernels on a GPU.
+    q = q.view(B, H, nb, W, D).transpose(1, 2).reshape(B * nb, H, W, D)
+    k, v = (F.pad(t, (0, 0, W, 0)).unfold(2, 2 * W, W).transpose(-1, -2)   # (B, H, nb, 2W, D)
+            .transpose(1, 2).reshape(B * nb, H, 2 * W, D) for t in (k, v))
     qpos = torch.arange(nb * W, device=q.device).view(nb, W, 1)           # absolute query position
     kpos = qpos[:, :1, :].transpose(1, 2) - W + torch.arange(2 * W, device=q.device)  # (nb, 1, 2W)
     band = (kpos <= qpos) & (kpos > qpos - W) & (kpos >= 0)              # (nb, W, 2W)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=band)          # (B, H, nb, W, D)
-    return y.view(B, H, nb * W, D)[:, :, :T]
+    band = band.expand(B, nb, W, 2 * W).reshape(B * nb, 1, W, 2 * W)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=band)          # (B*nb, H, W, D)
+    return y.view(B, nb, H, W, D).transpose(1, 2).reshape(B, H, nb * W, D)[:, :, :T]
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, config, use_rope, window):
@@ -378,7 +381,8 @@ class Block(nn.Module):
         self.norm_1 = nn.RMSNorm(config.n_embd, eps=1e-5)
         _, self.drop_res = site_dropouts(config)
         if self.kind == 'A':
-            global_nope = config.nope_every > 0 and (i + 1) % config.nope_every == 0
+            nth_attention = sum(config.layer_kind(j) == 'A' for j in range(i + 1))
+            global_nope = config.nope_every > 0 and nth_attention % config.nope_every == 0
             self.mixer = CausalSelfAttention(config, use_rope=not global_nope,
                                              window=0 if global_nope else config.window)
             self.norm_2 = nn.RMSNorm(config.n_embd, eps=1e-5)
@@ -448,29 +452,32 @@ class GPT(nn.Module):
         groups = [{'params': decay, 'weight_decay': weight_decay},
                   {'params': no_decay, 'weight_decay': 0.0}]
         names = {id(p): n for n, p in self.named_parameters()}
-        kinds = sorted({names[id(p)].split('.')[-1] if names[id(p)].startswith('blocks') else names[id(p)]
+        kinds = sorted({'.'.join(names[id(p)].split('.')[2:]) if names[id(p)].startswith('blocks.') else names[id(p)]
                         for p in no_decay})
         print(f"weight decay {weight_decay}: {len(decay)} matrices, {sum(p.numel() for p in decay):,} params; "
               f"no decay: {len(no_decay)} tensors, {sum(p.numel() for p in no_decay):,} params ({', '.join(kinds)})")
         fused = device_type == 'cuda' and 'fused' in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({'fused': True} if fused else {}))
 
-    def flops_per_token(self, T):
-        """Forward + backward FLOPs per token at length T: 6 per parameter (PaLM appendix B)
-        plus attention scores over the keys each layer actually sees (the window, if any).
-        The SSD scan's own FLOPs are small next to the projections and are left out."""
+    def flops_per_token(self, T, head_fraction=1.0):
+        """Forward + backward FLOPs per token at length T: 6 per parameter (PaLM appendix B), with
+        the tied LM head counted only on the fraction of positions that reach it (head_fraction:
+        the share of positions with a target), plus attention scores over the keys each layer
+        actually sees (the window, if any). The SSD scan's own FLOPs are small next to the
+        projections and are left out."""
         cfg = self.config
-        flops = 6 * self.get_num_params()
+        head = cfg.vocab_size * cfg.n_embd
+        flops = 6 * (self.get_num_params() - head) + 6 * head * head_fraction
         for b in self.blocks:
             if b.kind == 'A':
                 keys = min(T, b.mixer.window) if b.mixer.window else T
                 flops += 12 * cfg.n_embd * keys
         return flops
 
-    def estimate_mfu(self, tokens_per_iter, dt, peak_flops):
+    def estimate_mfu(self, tokens_per_iter, dt, peak_flops, head_fraction=1.0):
         """Model FLOPs utilization: achieved FLOP/s over `peak_flops` (the device's, per process;
         a config key, since it depends on the hardware and the dtype)."""
-        return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
+        return self.flops_per_token(self.config.block_size, head_fraction) * tokens_per_iter / dt / peak_flops
 
 # -----------------------------------------------------------------------------
 # The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)

@@ -685,7 +685,7 @@ def _write_split(tok, tasks, weights, block_size, n_rows, seed, split, ids_path,
         np.zeros(1, dtype=np.uint8).tofile(f_mask)
     return n_rows * block_size + 1
 
-def _parse_tasks(tasks, task_weights=None):
+def parse_tasks(tasks, task_weights=None):
     """'a,b:2' / ['a', 'b'] / {'a': 1, 'b': 2} -> (names, weights)."""
     if isinstance(tasks, str):
         tasks = [t.strip() for t in tasks.split(',') if t.strip()]
@@ -724,7 +724,7 @@ def prepare(out_dir, block_size, num_tokens, tasks=('niah_single',), task_weight
             tokenizer=DEFAULT_TOKENIZER, val_tokens=None, progress=True):
     """Write the packed corpus to out_dir (see the module docstring). Same arguments, same bytes.
     meta.json is removed first and written last, so a folder with meta.json is always complete."""
-    names, weights = _parse_tasks(tasks, task_weights)
+    names, weights = parse_tasks(tasks, task_weights)
     if int(block_size) != block_size or int(num_tokens) != num_tokens:
         raise ValueError(f"block_size and num_tokens must be integers, got {block_size}, {num_tokens}")
     block_size, num_tokens = int(block_size), int(num_tokens)

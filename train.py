@@ -23,6 +23,7 @@ import random
 import sys
 import time
 from contextlib import nullcontext
+from datetime import timedelta
 
 import numpy as np
 import torch
@@ -109,10 +110,10 @@ def load_checkpoint(path, device):
     if not os.path.isfile(path):
         raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
                          f"start the run with init_from='scratch'")
-    try:
-        return torch.load(path, map_location=device, weights_only=True)
+    try:  # on the CPU: RNG states must stay CPU tensors; load_state_dict moves weights to the device
+        return torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}); it may be truncated. "
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}: {str(e)[:200]}). "
                          f"Start again with init_from='scratch' (or restore a copy)")
 
 
@@ -146,21 +147,25 @@ def open_data(cfg, master):
     """Generate the corpus on first use (rank 0; the others wait), then check it matches the run."""
     ddp = dist.is_initialized()
     meta_path = os.path.join(cfg['data_dir'], 'meta.json')
-    if master and not os.path.exists(meta_path):
-        print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
-        sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
-                            seed=cfg['seed'], tokenizer=cfg['tokenizer'])
-    if ddp:
-        dist.barrier()
     try:
+        if master and not os.path.exists(meta_path):
+            print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
+            sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
+                                seed=cfg['seed'], tokenizer=cfg['tokenizer'])
+        if ddp:
+            dist.barrier()
         meta = sample_data.load_meta(cfg['data_dir'])
         tok = sample_data.load_tokenizer(cfg['data_dir'])
+        names, weights = sample_data.parse_tasks(cfg['tasks'])
     except ValueError as e:
         raise SystemExit(str(e))
-    if meta['block_size'] != cfg['block_size'] or meta['tokenizer'] != cfg['tokenizer']:
-        raise SystemExit(f"{cfg['data_dir']} holds data for block_size={meta['block_size']}, tokenizer="
-                         f"{meta['tokenizer']!r}, but this run asks for block_size={cfg['block_size']}, "
-                         f"tokenizer={cfg['tokenizer']!r}: point data_dir elsewhere or delete {cfg['data_dir']}")
+    wanted = dict(block_size=cfg['block_size'], tokenizer=cfg['tokenizer'], tasks=dict(zip(names, weights)),
+                  seed=cfg['seed'], num_tokens=cfg['num_tokens'])
+    differ = {k: (meta[k], v) for k, v in wanted.items() if meta[k] != v}
+    if differ:
+        raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
+                         + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
+                         + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
     data = {}
     for split in ('train', 'val'):
         ids = np.memmap(os.path.join(cfg['data_dir'], meta[f'{split}_bin']), dtype=np.uint16, mode='r')
@@ -183,6 +188,10 @@ def rows_to_batch(split_data, rows, T, loss_on, device):
     return x, y
 
 
+def fmt(acc):
+    return 'n/a (would not fit)' if acc is None else f"{acc:.2f}"
+
+
 def guess_peak_flops(device_type, dtype):
     """bf16 dense peaks of a few common GPUs; set peak_flops for anything else."""
     if device_type != 'cuda':
@@ -201,17 +210,30 @@ if __name__ == '__main__':
     if loss_on not in ('answers', 'all') or init_from not in ('scratch', 'resume'):
         raise SystemExit(f"config error: loss_on must be 'answers' or 'all' (got {loss_on!r}), "
                          f"init_from 'scratch' or 'resume' (got {init_from!r})")
-    try:  # check the model settings now, before any data is generated
+    try:  # check the settings now, before any data is generated
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
+        if dtype not in ('auto', 'float32', 'bfloat16'):
+            raise ValueError(f"dtype={dtype!r}: use 'auto', 'float32' or 'bfloat16'")
+        if eval_task not in sample_data.TASKS:
+            raise ValueError(f"eval_task={eval_task!r}: tasks are {', '.join(sample_data.TASKS)}")
+        quick, final = ([int(m) for m in ms.split(',') if m] for ms in (eval_multiples, final_multiples))
+        shortest = block_size * min(quick + final)
+        if shortest < sample_data.min_length(eval_task, sample_data.build_tokenizer(tokenizer)):
+            raise ValueError(f"{eval_task} needs prompts of at least "
+                             f"{sample_data.min_length(eval_task, sample_data.build_tokenizer(tokenizer))} tokens; "
+                             f"the length eval asks for {shortest}")
     except ValueError as e:
-        raise SystemExit(f"config error: {e}")
+        raise SystemExit(f"config error: {e}" if 'invalid literal' not in str(e) else
+                         f"config error: eval_multiples={eval_multiples!r}, final_multiples={final_multiples!r}: "
+                         f"give integers separated by commas")
 
     # DDP: one process per device, launched by torchrun
     ddp = int(os.environ.get('RANK', -1)) != -1
     if device == 'auto':
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
     if ddp:
-        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')
+        # rank 0 alone generates missing data and runs the length evals; the others wait that long
+        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo', timeout=timedelta(hours=2))
         rank, local_rank, world_size = dist.get_rank(), int(os.environ['LOCAL_RANK']), dist.get_world_size()
         if device.startswith('cuda'):
             device = f'cuda:{local_rank}'
@@ -293,9 +315,16 @@ if __name__ == '__main__':
         return sum(losses) / len(losses)
 
     def length_eval(multiples):
+        """{multiple: accuracy}; None where the length would not fit in memory."""
         raw_model.eval()
-        accs = {m: eval_lengths.evaluate(raw_model, tok, eval_task, m * block_size, eval_samples,
-                                         eval_batch_size, device) for m in multiples}
+        accs = {}
+        for m in multiples:
+            try:
+                accs[m] = eval_lengths.evaluate(raw_model, tok, eval_task, m * block_size, eval_samples,
+                                                eval_batch_size, device)
+            except MemoryError as e:
+                print(f"length eval skipped: {e}")
+                accs[m] = None
         raw_model.train()
         return accs
 
@@ -316,11 +345,14 @@ if __name__ == '__main__':
         last = f"the last good checkpoint, {ckpt_path}, is untouched" if os.path.exists(ckpt_path) else "no checkpoint was written"
         raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {learning_rate}) or set grad_clip")
 
-    quick = [int(m) for m in eval_multiples.split(',') if m]
-    final = [int(m) for m in final_multiples.split(',') if m]
     n_train_rows = data['train'][2]
     start_iter = iter_num
     log_path = os.path.join(out_dir, 'log.jsonl')
+    if master and resumed and os.path.exists(log_path):  # drop what was logged after the checkpoint
+        with open(log_path) as f:
+            kept = [line for line in f if json.loads(line)['iter'] <= iter_num]
+        with open(log_path, 'w') as f:
+            f.writelines(kept)
     model.train()
     t_start, tokens_per_sec, mfu, loss_f = time.time(), 0.0, 0.0, None
     t_last, iter_last = t_start, iter_num
@@ -340,7 +372,7 @@ if __name__ == '__main__':
                 with open(log_path, 'a') as f:
                     f.write(json.dumps(record) + '\n')
                 print(f"eval {iter_num}: val loss {val_loss:.4f}, {eval_task} accuracy "
-                      + ", ".join(f"{m * block_size} ({m}x): {a:.2f}" for m, a in accs.items()))
+                      + ", ".join(f"{m * block_size} ({m}x): {fmt(a)}" for m, a in accs.items()))
             t_last, iter_last = time.time(), iter_num   # the eval's time is not training time
             best_val_loss = min(best_val_loss, val_loss)
             if always_save_checkpoint or val_loss <= best_val_loss:
@@ -361,6 +393,7 @@ if __name__ == '__main__':
                 model.require_backward_grad_sync = micro == micro_steps - 1
             with ctx:
                 _, loss = model(x, y)
+            head_fraction = (y != -1).float().mean().item()   # the share of positions the LM head sees
             (loss / micro_steps).backward()
             loss_sum += loss.item()
         loss_f = loss_sum / micro_steps
@@ -381,7 +414,7 @@ if __name__ == '__main__':
             dt = (t_now - t_last) / (iter_num - iter_last)
             t_last, iter_last = t_now, iter_num
             tokens_per_sec = tokens_per_iter / dt
-            mfu = raw_model.estimate_mfu(tokens_per_iter // world_size, dt, peak_flops) if peak_flops else 0.0
+            mfu = raw_model.estimate_mfu(tokens_per_iter // world_size, dt, peak_flops, head_fraction) if peak_flops else 0.0
             eta = (max_iters - iter_num) * dt
             print(f"iter {iter_num}/{max_iters}: loss {loss_f:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
                   f"{tokens_per_sec:,.0f} tok/s" + (f", mfu {mfu * 100:.1f}%" if peak_flops else "")
@@ -392,6 +425,6 @@ if __name__ == '__main__':
         if iter_num == max_iters and not (resumed and iter_num == start_iter):
             print(f"{eval_task} accuracy by length ({eval_samples} held-out examples each; trained at {block_size}):")
             for m, a in accs.items():
-                print(f"  {m * block_size:>7} tokens ({m:>2}x): {a:.2f}")
+                print(f"  {m * block_size:>7} tokens ({m:>2}x): {fmt(a)}")
     if ddp:
         dist.destroy_process_group()

@@ -22,6 +22,11 @@ def data_dir(tmp_path_factory):
     return d
 
 
+def on(data_dir):
+    """The arguments that point a run at the fixture's data (and match how it was made)."""
+    return [f'--data_dir={data_dir}', '--num_tokens=20000']
+
+
 def run(*args, module=('train.py',), check=True, env=None):
     out = subprocess.run([sys.executable, *module, *args], cwd=ROOT, capture_output=True, text=True,
                          timeout=600, env=env)
@@ -42,7 +47,7 @@ def params(out_dir):
 def test_resume_continues_exactly(data_dir, tmp_path):
     """N steps + resume + N steps == 2N steps: same losses, same weights (dropout on, so the RNG
     states in the checkpoint matter)."""
-    common = ['config/vpad.py', *TINY, f'--data_dir={data_dir}', '--eval_interval=3', '--dropout=0.2']
+    common = ['config/vpad.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
     whole, split = str(tmp_path / 'whole'), str(tmp_path / 'split')
     run(*common, f'--out_dir={whole}', '--max_iters=6')
     run(*common, f'--out_dir={split}', '--max_iters=3')
@@ -57,15 +62,16 @@ def test_resume_continues_exactly(data_dir, tmp_path):
 
 
 def test_ddp_two_processes_match_one(data_dir, tmp_path):
-    common = ['config/vpad.py', *TINY, f'--data_dir={data_dir}', '--eval_interval=3', '--max_iters=3',
-              '--dropout_site=none', '--gradient_accumulation_steps=2']
+    common = ['config/vpad.py', *TINY, *on(data_dir), '--eval_interval=3', '--max_iters=3',
+              '--dropout_site=none', '--gradient_accumulation_steps=4']
     one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
     run(*common, f'--out_dir={one}')
     env = dict(os.environ, OMP_NUM_THREADS='1')
     out = run(*common, f'--out_dir={two}', env=env,
               module=('-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py'))
-    assert '2 process(es) x 1 micro-steps' in out.stdout
+    assert '2 process(es) x 2 micro-steps' in out.stdout     # so gradient sync is skipped once per step
     a, b = log(one), log(two)
+    assert [r['iter'] for r in a] == [r['iter'] for r in b] == [0, 3]
     for ra, rb in zip(a[1:], b[1:]):
         assert abs(ra['train_loss'] - rb['train_loss']) < 1e-4
         assert abs(ra['val_loss'] - rb['val_loss']) < 1e-4
@@ -99,7 +105,7 @@ def one_line_error(out, *words):
 
 
 def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
-    base = ['config/vpad.py', *TINY, f'--data_dir={data_dir}', '--max_iters=2', '--eval_interval=2']
+    base = ['config/vpad.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2']
     one_line_error(run(*base, '--dropout_sit=vpad', check=False), 'dropout_site')
     one_line_error(run(*base, '--max_iters=1.5', check=False), 'max_iters', 'int', 'float')
     nowhere = str(tmp_path / 'never_written')
@@ -115,6 +121,9 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     one_line_error(run(*base, f'--data_dir={broken}', f'--out_dir={tmp_path / "o1"}', check=False),
                    'sample_data.py')
     one_line_error(run(*base, '--block_size=128', f'--out_dir={tmp_path / "o2"}', check=False), 'block_size=96')
+    one_line_error(run(*base, '--tasks=niah_multikey', f'--out_dir={tmp_path / "o3"}', check=False), 'tasks=')
+    one_line_error(run(*base, '--dtype=fp16', check=False), 'dtype')
+    one_line_error(run(*base, '--eval_multiples=1,x', check=False), 'integers')
     # checkpoints: missing, corrupt, and trained with another tokenizer
     one_line_error(run(*base, f'--out_dir={tmp_path / "none"}', '--init_from=resume', check=False), 'no checkpoint')
     corrupt = tmp_path / 'corrupt'
@@ -132,7 +141,7 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
 
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path):
     out_dir = str(tmp_path / 'nan')
-    base = ['config/vpad.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out_dir}', '--eval_interval=2']
+    base = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2']
     run(*base, '--max_iters=2')
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
     out = run(*base, '--max_iters=6', '--init_from=resume', '--learning_rate=1e30', '--grad_clip=0',
