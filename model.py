@@ -519,19 +519,31 @@ def dropout_mismatch(model, idx, n_masks=8, seed=0):
     return rows
 
 if __name__ == '__main__':
-    # python model.py: the diagnostic table for a small random model, one column pair per site
+    # python model.py             the diagnostic for a small random model, one column pair per site
+    # python model.py out/vpad    the same for a trained checkpoint, on rows of its validation data
+    import sys, os, numpy as np
     torch.manual_seed(0)
-    cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, dropout=0.1, window=64, block_pattern='A')
-    idx = torch.randint(0, 512, (8, 256))
-    model = GPT(GPTConfig(**cfg, dropout_site='none'))
-    with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some
-        model.wte.weight += 0.05 * torch.randn(cfg['n_embd'])
+    if len(sys.argv) > 1:
+        ckpt = torch.load(os.path.join(sys.argv[1], 'ckpt.pt'), map_location='cpu', weights_only=True)
+        cfg = dict(ckpt['model_args'])
+        T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
+        ids = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
+        idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
+        state, what = ckpt['model'], f"{sys.argv[1]} (trained with {cfg['dropout_site']})"
+    else:
+        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, block_pattern='A')
+        idx = torch.randint(0, 512, (8, 256))
+        model = GPT(GPTConfig(**cfg))
+        with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some
+            model.wte.weight += 0.05 * torch.randn(cfg['n_embd'])
+        state, what = model.state_dict(), "random model"
+    cfg['dropout'] = cfg.get('dropout') or 0.1
     tables = {}
     for site in SITES:
-        m = GPT(GPTConfig(**cfg, dropout_site=site))
-        m.load_state_dict(model.state_dict())
+        m = GPT(GPTConfig(**{**cfg, 'dropout_site': site}))
+        m.load_state_dict(state)
         tables[site] = dropout_mismatch(m, idx)
-    print(f"\ntrain-vs-eval mismatch at each linear layer's input: random model, dropout=0.1, batch {tuple(idx.shape)}")
+    print(f"\ntrain-vs-eval mismatch at each linear layer's input: {what}, dropout={cfg['dropout']}, batch {tuple(idx.shape)}")
     print("shift = RMS_i (mu_train - mu_eval)_i / RMS_i sd_eval_i (0 = mean kept); var = mean_i var_train_i / var_eval_i (1 = kept)")
     print(f"{'layer.input of':<16}" + "".join(f"{s + ' shift':>17}{s + ' var':>15}" for s in SITES))
     for i, r in enumerate(tables['none']):
