@@ -67,15 +67,16 @@ def load_run(run_dir, device):
     return model.to(device).eval(), tok, ckpt['config']
 
 
-def estimate_bytes(config, batch, T):
-    """Rough peak memory of a no-grad forward at length T: a handful of (B, T, width) activations
-    per layer, sliding-window score blocks, and Mamba2's per-chunk (l x l) decay matrices.
+def estimate_bytes(config, batch, T, device='cpu'):
+    """Rough peak memory of a no-grad forward at length T (one layer's activations live at a time):
+    a handful of (B, T, width) activations, the sliding-window score blocks where SDPA materializes
+    them (on the CPU; GPU kernels do not), and Mamba2's per-chunk (l x l) decay matrices.
     Full-causal layers use SDPA's memory-efficient kernels, linear in T."""
     c = config
     mlp_hidden = 32 * math.ceil(8 * c.n_embd / 3 / 32)                   # as in model.MLP
     width = max(3 * c.n_embd, 2 * mlp_hidden, 2 * c.expand * c.n_embd + 2 * c.d_state)
     per_token = 6 * width
-    if c.window:
+    if c.window and not str(device).startswith('cuda'):
         per_token += 3 * c.n_head * 2 * c.window          # scores, probabilities, mask: (W x 2W) per block
     if 'M' in c.block_pattern:
         per_token += 2 * (c.expand * c.n_embd // c.headdim) * c.chunk_size * 2
@@ -122,7 +123,7 @@ def accuracy(values_correct):
 def evaluate(model, tok, task, length, n, batch_size, device, seed=0):
     """Accuracy of `model` on n fixed held-out examples of `task` with prompts of `length` tokens.
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
-    need, have = estimate_bytes(model.config, min(batch_size, n), length), available_bytes(device)
+    need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
                           f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower batch_size or the multiples")

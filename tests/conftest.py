@@ -9,14 +9,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end checks that take minutes (run with -m slow)")
     # torch's own deprecation notice from inside torch.compile is not ours to fix
     config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
-    config.addinivalue_line("markers", "bench: performance ratios, printed not asserted on time (run with -m bench)")
 
 
 def pytest_collection_modifyitems(config, items):
-    # the default run (no -m) leaves out the slow and bench tests; `-m slow` or `-m bench` selects them
+    # the default run (no -m) leaves out the slow tests; `-m slow` selects them
     if config.option.markexpr:
         return
-    keep = [it for it in items if not any(it.get_closest_marker(m) for m in ("slow", "bench"))]
+    keep = [it for it in items if not it.get_closest_marker("slow")]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[it for it in items if it not in keep])
         items[:] = keep

@@ -166,3 +166,13 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path):
     assert 'niah_single' in ev.stdout
     res = json.load(open(os.path.join(out_dir, 'eval_lengths.json')))
     assert [r['length'] for r in res['results']] == [96, 384]
+
+
+@pytest.mark.slow
+def test_main_run_learns_retrieval(tmp_path):
+    """The README's main job, end to end (about 12 minutes on 2 CPU cores; run with -m slow):
+    it must reach at least 0.9 niah_single accuracy at its training length."""
+    out_dir = str(tmp_path / 'vpad')
+    out = run('config/vpad.py', f'--out_dir={out_dir}', f'--data_dir={tmp_path / "data"}')
+    final = log(out_dir)[-1]
+    assert final['iter'] == 2500 and final['length_eval']['1x'] >= 0.9, out.stdout[-1500:]
