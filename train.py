@@ -426,5 +426,6 @@ if __name__ == '__main__':
             print(f"{eval_task} accuracy by length ({eval_samples} held-out examples each; trained at {block_size}):")
             for m, a in accs.items():
                 print(f"  {m * block_size:>7} tokens ({m:>2}x): {fmt(a)}")
-    if ddp:
+    if ddp:  # leave together: a gloo rank that tears down while its peer still works can abort
+        dist.barrier()
         dist.destroy_process_group()
