@@ -41,6 +41,17 @@ plot = True                 # write eval_lengths.png when matplotlib is installe
 # -----------------------------------------------------------------------------
 
 
+def parse_multiples(key, text):
+    """'1,2,4' -> [1, 2, 4]; anything else is a ValueError naming the key."""
+    try:
+        mults = [int(m) for m in text.split(',') if m]
+    except ValueError:
+        mults = []
+    if not mults or min(mults) < 1:
+        raise ValueError(f"{key}={text!r}: give positive integers separated by commas, e.g. 1,2,4")
+    return mults
+
+
 def pick_device(device):
     return ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
 
@@ -180,9 +191,9 @@ def main(argv):
         if t not in sample_data.TASKS:
             raise SystemExit(f"unknown task '{t}'; tasks are {', '.join(sample_data.TASKS)}")
     try:
-        mults = [int(m) for m in cfg['multiples'].split(',') if m]
-    except ValueError:
-        raise SystemExit(f"multiples={cfg['multiples']!r}: give integers separated by commas, e.g. 1,2,4")
+        mults = parse_multiples('multiples', cfg['multiples'])
+    except ValueError as e:
+        raise SystemExit(str(e))
     results, block_sizes = {}, {}
     for run in runs:
         model, tok, train_cfg = load_run(run, dev)

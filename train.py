@@ -216,16 +216,14 @@ if __name__ == '__main__':
             raise ValueError(f"dtype={dtype!r}: use 'auto', 'float32' or 'bfloat16'")
         if eval_task not in sample_data.TASKS:
             raise ValueError(f"eval_task={eval_task!r}: tasks are {', '.join(sample_data.TASKS)}")
-        quick, final = ([int(m) for m in ms.split(',') if m] for ms in (eval_multiples, final_multiples))
+        quick = eval_lengths.parse_multiples('eval_multiples', eval_multiples)
+        final = eval_lengths.parse_multiples('final_multiples', final_multiples)
         shortest = block_size * min(quick + final)
-        if shortest < sample_data.min_length(eval_task, sample_data.build_tokenizer(tokenizer)):
-            raise ValueError(f"{eval_task} needs prompts of at least "
-                             f"{sample_data.min_length(eval_task, sample_data.build_tokenizer(tokenizer))} tokens; "
-                             f"the length eval asks for {shortest}")
+        needed = sample_data.min_length(eval_task, sample_data.build_tokenizer(tokenizer))
+        if shortest < needed:
+            raise ValueError(f"{eval_task} needs prompts of at least {needed} tokens; the length eval asks for {shortest}")
     except ValueError as e:
-        raise SystemExit(f"config error: {e}" if 'invalid literal' not in str(e) else
-                         f"config error: eval_multiples={eval_multiples!r}, final_multiples={final_multiples!r}: "
-                         f"give integers separated by commas")
+        raise SystemExit(f"config error: {e}")
 
     # DDP: one process per device, launched by torchrun
     ddp = int(os.environ.get('RANK', -1)) != -1
