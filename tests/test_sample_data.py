@@ -1,20 +1,20 @@
 """Tests for sample_data.py: tokenizer, task generators, held-out keys, corpus writer, CLI."""
+import hashlib
 import json
 import os
 import random
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-import tiktoken
 
 import sample_data as sd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = 256  # block size of the test corpora (json_kv and vt need more than 128)
+VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5}
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +53,8 @@ def test_tokenizer_save_load(tok, tmp_path):
     path = str(tmp_path / "tokenizer.json")
     tok.save(path)
     tok2 = sd.Tokenizer.load(path)
-    text = sd.make_example("json_kv", tok, 400, random.Random(0), "eval")
-    ids = text.prompt + text.answer
+    ex = sd.make_example("json_kv", tok, 400, random.Random(0), "eval")
+    ids = ex.prompt + ex.answer
     assert tok2.vocab_size == tok.vocab_size
     assert tok2.decode(ids) == tok.decode(ids) and tok2.encode(tok.decode(ids)) == ids
     # corrupt / missing files name the command that regenerates them
@@ -65,76 +65,79 @@ def test_tokenizer_save_load(tok, tmp_path):
         sd.load_tokenizer(str(tmp_path))
 
 
-def test_named_encoding_not_cached_fails_fast(tmp_path, monkeypatch):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty cache
-    monkeypatch.setattr(sd, "_BUILT", {})
-    monkeypatch.delitem(tiktoken.registry.ENCODINGS, "gpt2", raising=False)
-    # no network here: if anything tried to download, fail the test rather than hang
-    def no_download(*args, **kwargs):
-        raise AssertionError("tried to download")
-    monkeypatch.setattr("requests.get", no_download)
-    t0 = time.time()
-    with pytest.raises(sd.TokenizerError) as e:
+def test_lengthgen_is_the_only_tokenizer():
+    with pytest.raises(ValueError, match="tokenizer='gpt2': the only tokenizer is 'lengthgen'"):
         sd.build_tokenizer("gpt2")
-    assert time.time() - t0 < 5
-    msg = str(e.value)
-    assert "not cached" in msg and "lengthgen" in msg and "\n" not in msg
-    with pytest.raises(sd.TokenizerError, match="unknown tokenizer 'nope'"):
-        sd.build_tokenizer("nope")
-
-
-def test_named_encoding_gets_compact_ids(monkeypatch, tmp_path):
-    # stand in for a cached named encoding: byte-level BPE with GPT-2's pre-tokenizer (spaces stick
-    # to digits there) and a few merges, under a large id offset
-    r50k = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-    ranks = {bytes([i]): i for i in range(256)}
-    for m in [" 1", " 2", "12", "34", " 12", " t", "he", " the", " magic", " A", "BC", "ab", "-a"]:
-        ranks[m.encode()] = len(ranks)
-    for i in range(5000):  # ids the tasks never use
-        ranks[f"<pad{i}>".encode()] = len(ranks)
-    fake = tiktoken.Encoding("fake", pat_str=r50k, mergeable_ranks=ranks, special_tokens={})
-    monkeypatch.setattr(sd, "_BUILT", {})
-    monkeypatch.setattr(sd, "_get_cached_encoding", lambda name: fake)
-    tok = sd.build_tokenizer("r50k_base")
-    assert tok.vocab_size < 300 and len(tok.raw_ids) == tok.vocab_size
-    rng = random.Random(0)
-    for task in sd.TASKS:
-        m = sd.min_length(task, tok)
-        for length in (m, m + 1, m + 13, m + 200):
-            ex = sd.make_example(task, tok, length, rng, "eval")
-            assert len(ex.prompt) == length and max(ex.prompt + ex.answer) < tok.vocab_size
-            assert roundtrip(tok, ex.prompt + ex.answer)
-            if task != "json_kv":  # GPT-2 attaches the answer's space to a leading digit
-                assert all(contains(ex.prompt, v) for v in ex.values)
-    tok.save(str(tmp_path / "t.json"))
-    tok2 = sd.Tokenizer.load(str(tmp_path / "t.json"))
-    assert tok2.raw_ids == tok.raw_ids and tok2.decode(ex.prompt) == tok.decode(ex.prompt)
 
 
 # -----------------------------------------------------------------------------
 # task generators
 
 @pytest.mark.parametrize("task", list(sd.TASKS))
-def test_examples_exact_length_values_and_roundtrip(tok, task):
+def test_examples_count_like_documents(tok, task):
+    """prompt + answer + END is exactly `length`, as in make_document; values sit in the prompt."""
     m = sd.min_length(task, tok)
+    end = tok.encode(sd.END)
     rng = random.Random(task)
     # every cut of the first haystack line (lines are up to ~80 tokens), and up to 64x T
-    lengths = list(range(m, m + 90)) + [T, 2 * T, 8 * T, 64 * T]
-    for length in [L for L in lengths if L >= m]:
-        split = rng.choice(["train", "eval"])
-        ex = sd.make_example(task, tok, length, rng, split)
-        assert len(ex.prompt) == length
-        assert len(ex.values) == {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5}.get(task, 1)
-        assert ex.values == [ex.answer[s:e] for s, e in ex.value_spans]
+    for length in list(range(m, m + 90)) + [T, 2 * T, 8 * T, 64 * T]:
+        ex = sd.make_example(task, tok, length, rng, rng.choice(["train", "eval"]))
+        assert len(ex.prompt) + len(ex.answer) + len(end) == length
+        assert len(ex.values) == len(ex.value_spans) == VALUE_COUNT.get(task, 1)
         for v in ex.values:  # each gold value occurs in the prompt with the very same token ids
             assert v and contains(ex.prompt, v)
         # assembling in token space equals tokenizing the text, also across prompt/answer/END
-        assert roundtrip(tok, ex.prompt + ex.answer + tok.encode(sd.END))
+        assert roundtrip(tok, ex.prompt + ex.answer + end)
         text = tok.decode(ex.prompt)
         for key in ex.keys:  # in the context and (but for vt's chain) in the question
             assert text.count(key) >= (1 if task == "vt" else 2)
     with pytest.raises(ValueError, match=f"at least {m}"):
         sd.make_example(task, tok, m - 1, rng, "eval")
+
+
+def test_example_and_document_are_the_same_tokens(tok):
+    """An eval example at 1x is a training document of block_size tokens: the same draw gives both."""
+    for task in sd.TASKS:
+        ex = sd.make_example(task, tok, T, random.Random(3), "train")
+        ids, mask = sd.make_document(task, tok, T, random.Random(3), "train")
+        assert ids == ex.prompt + ex.answer + tok.encode(sd.END) and len(ids) == T
+        assert mask == [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(tok.encode(sd.END))
+
+
+@pytest.mark.parametrize("task", list(sd.TASKS))
+def test_value_spans_tile_the_answer(tok, task):
+    """Scoring every span scores every answer token: the leading space and the separators too, so
+    a model that puts END (or anything else) there is wrong."""
+    rng = random.Random(0)
+    for _ in range(20):
+        ex = sd.make_example(task, tok, 400, rng, "eval")
+        starts = [s for s, _ in ex.value_spans]
+        ends = [e for _, e in ex.value_spans]
+        assert starts == [0] + ends[:-1] and ends[-1] == len(ex.answer)
+        for i, (s, e) in enumerate(ex.value_spans):
+            # the value's own tokens end its span, after its separator (",") and its leading space
+            # (vt's names carry theirs in the first token: " A" "B" "C" "D" "E")
+            sep = "," if i and task in ("niah_multivalue", "niah_multiquery") else ""
+            space = "" if task == "vt" else " "
+            assert ex.answer[s:e][-len(ex.values[i]):] == ex.values[i]
+            assert tok.decode(ex.answer[s:e]) == sep + space + tok.decode(ex.values[i])
+
+
+def test_min_length_is_the_shortest_document(tok):
+    """The same counts as before the refactor (the corpus bytes depend on them), and a true bound:
+    every draw fits at min_length; but for json_kv's UUIDs every draw has exactly that many."""
+    before = {"niah_single": 77, "niah_multikey": 77, "niah_multivalue": 147, "niah_multiquery": 167,
+              "vt": 160, "json_kv": 178}
+    assert {t: sd.min_length(t, tok) for t in sd.TASKS} == before
+    rng, end = random.Random(0), tok.encode(sd.END)
+    for task, m in before.items():
+        sizes = set()
+        for _ in range(300):
+            draw = sd.TASKS[task](tok, rng, rng.choice(["train", "eval"]))
+            sizes.add(draw.overhead() + len(draw.answer) + len(end))
+        assert max(sizes) <= m and (task == "json_kv" or sizes == {m}), (task, sizes)
+    uuid_tokens = len(tok.encode(sd.LONGEST_UUID))
+    assert uuid_tokens == len(sd.LONGEST_UUID)  # one token per character: no UUID has more
 
 
 @pytest.mark.parametrize("task", list(sd.TASKS))
@@ -143,9 +146,7 @@ def test_examples_deterministic(tok, task):
     a = [sd.make_example(task, tok, length, random.Random(7), "eval") for _ in range(2)]
     b = sd.make_example(task, tok, length, random.Random(8), "eval")
     assert a[0] == a[1] and a[0].prompt != b.prompt
-    # a numpy Generator works too, and is just as reproducible
-    c = [sd.make_example(task, tok, length, np.random.default_rng(3), "eval") for _ in range(2)]
-    assert c[0] == c[1]
+    assert sd.eval_examples(task, tok, length, 3, seed=1) == sd.eval_examples(task, tok, length, 3, seed=1)
 
 
 def test_answers_read_like_ruler(tok):
@@ -202,30 +203,29 @@ def test_multikey_distractors_use_other_keys(tok):
 # -----------------------------------------------------------------------------
 # held-out keys
 
-def test_key_split_is_disjoint_and_respected(tok):
-    evals = sd.eval_word_keys()
-    assert 0.05 < len(evals) / len(sd.WORD_KEYS) < 0.2
-    assert evals.isdisjoint(sd.TRAIN_WORD_KEYS)
+def keys_in(text):
+    """Every key in a text, queried or distractor: adjective-noun keys, VT variables, JSON keys."""
+    words = set(re.findall(r"(?<![\w-])([a-z]+-[a-z]+)(?![\w-])", text)) & set(sd.WORD_KEYS)
+    names = set(re.findall(r"VAR ([A-Z]{5})\b", text))
+    uuids = set(re.findall(r'"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})":', text))
+    return words, names, uuids
+
+
+def test_eval_keys_never_in_training_data_and_only_in_eval_examples(tok, tmp_path):
+    """Parses every key out of the text (not just the queried ones): none in the train or val
+    corpus or in train-split examples is held out, every one in an eval example is."""
+    assert 0.05 < len(sd.EVAL_WORD_KEYS) / len(sd.WORD_KEYS) < 0.2
+    sd.prepare(str(tmp_path), T, 300 * T, tasks=",".join(sd.TASKS), val_tokens=100 * T, progress=False)
+    ids = [sd.load_split(str(tmp_path), split)[0] for split in ("train", "val")]
+    texts = {"train": [tok.decode(i) for i in ids], "eval": []}
     rng = random.Random(0)
     for task in sd.TASKS:
         for split in ("train", "eval"):
-            for _ in range(5):
-                ex = sd.make_example(task, tok, 300, rng, split)
-                assert all(sd.is_eval_key(k) == (split == "eval") for k in ex.keys)
-
-
-def test_held_out_keys_never_in_corpus(tmp_path):
-    sd.prepare(str(tmp_path), T, 300 * T, tasks=list(sd.TASKS), val_tokens=100 * T, progress=False)
-    tok = sd.load_tokenizer(str(tmp_path))
-    evals = sd.eval_word_keys()
-    for split in ("train", "val"):
-        text = tok.decode(np.fromfile(tmp_path / f"{split}.bin", dtype=np.uint16))
-        word_keys = set(re.findall(r"(?<![\w-])([a-z]+-[a-z]+)(?![\w-])", text))
-        var_names = set(re.findall(r"VAR ([A-Z]{5})\b", text))
-        uuid_keys = set(re.findall(r'"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})":', text))
-        assert len(word_keys) > 20 and len(var_names) > 20 and len(uuid_keys) > 20  # not vacuous
-        assert not word_keys & evals
-        assert not any(sd.is_eval_key(k) for k in var_names | uuid_keys)
+            texts[split] += [tok.decode(sd.make_example(task, tok, 600, rng, split).prompt) for _ in range(10)]
+    for split, chunks in texts.items():
+        found = [set().union(*kind) for kind in zip(*map(keys_in, chunks))]
+        assert all(len(keys) > 20 for keys in found)  # not vacuous: distractors and all three kinds
+        assert all(sd.is_eval_key(k) == (split == "eval") for keys in found for k in keys), split
 
 
 # -----------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_held_out_keys_never_in_corpus(tmp_path):
 def test_document_mask_marks_exactly_the_answer(tok):
     rng = random.Random(0)
     for task in sd.TASKS:
-        n = sd.min_doc_length(task, tok)
+        n = sd.min_length(task, tok)
         for total in (n, n + 1, n + 50):
             ids, mask = sd.make_document(task, tok, total, rng)
             assert len(ids) == len(mask) == total
@@ -247,15 +247,9 @@ def test_document_mask_marks_exactly_the_answer(tok):
             sd.make_document(task, tok, n - 1, rng)
 
 
-def read_split(d, split):
-    ids = np.memmap(os.path.join(d, f"{split}.bin"), dtype=np.uint16, mode="r")
-    mask = np.memmap(os.path.join(d, f"{split}_mask.bin"), dtype=np.uint8, mode="r")
-    return ids, mask
-
-
 def test_prepare_end_to_end(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    kw = dict(tasks="niah_single:3,vt:1", seed=5, val_tokens=20 * T, progress=False)
+    kw = dict(tasks="niah_single:3,vt:1", data_seed=5, val_tokens=20 * T, progress=False)
     meta = sd.prepare(a, T, 100 * T, **kw)
     sd.prepare(b, T, 100 * T, **kw)
     for f in sorted(os.listdir(a)):  # same arguments, same bytes
@@ -263,16 +257,15 @@ def test_prepare_end_to_end(tmp_path):
     assert sorted(os.listdir(a)) == sorted(["train.bin", "val.bin", "train_mask.bin", "val_mask.bin",
                                             "tokenizer.json", "meta.json"])
     assert sd.load_meta(a) == meta == json.load(open(os.path.join(a, "meta.json")))
-    assert meta["tokenizer"] == "lengthgen" and meta["block_size"] == T and meta["seed"] == 5
+    assert meta["tokenizer"] == "lengthgen" and meta["block_size"] == T and meta["data_seed"] == 5
     assert meta["tasks"] == {"niah_single": 3.0, "vt": 1.0} and meta["num_tokens"] == 100 * T
     tok = sd.load_tokenizer(a)
-    assert meta["vocab_size"] == tok.vocab_size
-    assert meta["train_mask"] == "train_mask.bin" and meta["train_tokens"] == 100 * T + 1
+    assert meta["vocab_size"] == tok.vocab_size and meta["train_tokens"] == 100 * T + 1
 
     end = tok.encode(sd.END)
     heads = (sd.NIAH_HEAD[False], sd.VT_HEAD)
     for split in ("train", "val"):
-        ids, mask = read_split(a, split)
+        ids, mask = sd.load_split(a, split)
         assert len(ids) == len(mask) == meta[f"{split}_tokens"]
         assert mask[-1] == 0 and ids.max() < tok.vocab_size
         starts = []
@@ -292,15 +285,15 @@ def test_prepare_end_to_end(tmp_path):
                 assert re.fullmatch(r" \d{7}|( [A-Z]{5}){5}", answer)
                 starts.append(s)
         assert len(set(starts)) > 10  # answers do not sit at a fixed position
-    train_text = tok.decode(read_split(a, "train")[0])
-    val_text = tok.decode(read_split(a, "val")[0])
+    train_text = tok.decode(sd.load_split(a, "train")[0])
+    val_text = tok.decode(sd.load_split(a, "val")[0])
     assert train_text[:2000] != val_text[:2000]  # val is its own seed stream
     c = str(tmp_path / "c")
-    sd.prepare(c, T, 100 * T, **{**kw, "seed": 6})
+    sd.prepare(c, T, 100 * T, **{**kw, "data_seed": 6})
     assert open(os.path.join(c, "train.bin"), "rb").read() != open(os.path.join(a, "train.bin"), "rb").read()
 
 
-def test_prepare_is_atomic(tmp_path, monkeypatch):
+def test_prepare_interrupted_leaves_no_dataset(tmp_path, monkeypatch):
     d = str(tmp_path / "d")
     sd.prepare(d, T, 30 * T, val_tokens=4 * T, progress=False)
     calls = [0]
@@ -314,12 +307,10 @@ def test_prepare_is_atomic(tmp_path, monkeypatch):
     for out in (d, str(tmp_path / "fresh")):  # over an existing dataset, and into a new folder
         calls[0] = 0
         with pytest.raises(KeyboardInterrupt):
-            sd.prepare(out, T, 30 * T, seed=2, val_tokens=4 * T, progress=False)
-        files = os.listdir(out)
-        assert "meta.json" not in files and not any(f.endswith(".tmp") for f in files)
+            sd.prepare(out, T, 30 * T, data_seed=2, val_tokens=4 * T, progress=False)
+        assert "meta.json" not in os.listdir(out)
         with pytest.raises(sd.DataError, match="python sample_data.py --out_dir="):
             sd.load_meta(out)
-    assert not os.path.exists(os.path.join(str(tmp_path / "fresh"), "train.bin"))
 
 
 def test_load_meta_catches_bad_folders(tmp_path):
@@ -338,32 +329,94 @@ def test_load_meta_catches_bad_folders(tmp_path):
         sd.load_meta(d)
 
 
+def test_load_meta_reads_old_seed_as_data_seed(tmp_path):
+    """Data dirs written before data_seed had its own key store it as 'seed' (same bytes)."""
+    d = str(tmp_path)
+    meta = sd.prepare(d, T, 10 * T, data_seed=42, val_tokens=2 * T, progress=False)
+    old = {k: v for k, v in meta.items() if k != "data_seed"}
+    (tmp_path / "meta.json").write_text(json.dumps({**old, "seed": 42, "train_bin": "train.bin"}))
+    loaded = sd.load_meta(d)
+    assert loaded["data_seed"] == 42 and "seed" not in loaded
+
+
+# -----------------------------------------------------------------------------
+# the corpus bytes are pinned: computed from the code before the refactor of issue 10
+
+CORPUS_SHA256 = {
+    (128, "niah_single,niah_multikey"): {
+        "train.bin": "07fb24ec9d58278b0529c8c48cbd83a78fb651f601f7c93526eef0f65b6647dc",
+        "train_mask.bin": "6143819778e0f6cb4e85ef66bea3aa3655b7c4aca26f369ccf255849e09e18fb",
+        "val.bin": "0303deae90ffa6e03b777820312246204aeaad9674384077bb3c0c384d0161bb",
+        "val_mask.bin": "c5fe259199e017da7dda11edbe8d6df23f95b3917c2c1772c6c927c9607dffa5",
+    },
+    (256, "niah_single,niah_multikey:2,niah_multivalue,niah_multiquery,vt,json_kv:0.5"): {
+        "train.bin": "392e45c7182eebbda20d6ab5849028caa111f15503c2318d85109ccb8bbe17b4",
+        "train_mask.bin": "ac7ccc5aff71773907025184a3b28045783fe693168020e38ea08a5b06c37578",
+        "val.bin": "a4b59d204cba0648efd58c83afe08609f46431d5d249d49fa4ca092ebc9eea4e",
+        "val_mask.bin": "41944e571388614a2d03ad67eba0637762ce04330379fb8685757189a8b1d0f1",
+    },
+}
+
+
+@pytest.mark.parametrize("block_size, tasks", list(CORPUS_SHA256))
+def test_corpus_bytes_unchanged(tmp_path, block_size, tasks):
+    """The default data seed (1337), 20000 tokens: the same sha256 as before the refactor."""
+    sd.prepare(str(tmp_path), block_size, 20000, tasks=tasks, progress=False)
+    for name, digest in CORPUS_SHA256[(block_size, tasks)].items():
+        assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == digest, name
+
+
 # -----------------------------------------------------------------------------
 # command line
 
-@pytest.mark.parametrize("args, message", [
-    (["--tasks=niah_single,bogus"], "unknown task 'bogus'"),
-    (["--block_size=40"], "block_size=40 is smaller than niah_single's shortest document"),
-    (["--num_tokens=0"], "num_tokens must be positive"),
-    (["--num_tokns=5"], "unknown argument --num_tokns; did you mean --num_tokens"),
-    (["--block_size=abc"], "--block_size expects an integer"),
-    (["out"], "expected --key=value"),
+def run_cli(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "sample_data.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def snapshot(root):
+    return {os.path.join(d, f): open(os.path.join(d, f), "rb").read()
+            for d, _, files in os.walk(root) for f in files} | {d: None for d, _, _ in os.walk(root)}
+
+
+@pytest.mark.parametrize("args, key", [
+    (["--out_dir={file}"], "out_dir"),                      # an existing file
+    (["--out_dir={file}/sub"], "out_dir"),                  # cannot be created
+    (["--out_dir="], "out_dir"),
+    (["--tasks=niah_single:inf"], "tasks"),
+    (["--tasks=niah_single:0"], "tasks"),
+    (["--tasks=niah_single,vt:-1"], "tasks"),
+    (["--tasks=niah_single:x"], "tasks"),
+    (["--tasks=niah_single,bogus"], "tasks"),
+    (["--tasks=vt,vt"], "tasks"),
+    (["--tasks=,"], "tasks"),
+    (["--block_size=40"], "block_size"),
+    (["--num_tokens=0"], "num_tokens"),
+    (["--val_tokens=-1"], "val_tokens"),
+    (["--tokenizer=gpt2"], "tokenizer"),
+    (["--num_tokns=5"], "num_tokens"),                       # did you mean
+    (["--block_size=abc"], "block_size"),
 ])
-def test_cli_errors(tmp_path, args, message):
-    with pytest.raises(SystemExit) as e:
-        sd.main([f"--out_dir={tmp_path}", "--num_tokens=1000", *args])
-    msg = str(e.value.code)
-    assert message in msg and msg.startswith("error:") and "\n" not in msg
-    assert not os.path.exists(tmp_path / "meta.json")
+def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, args, key):
+    (tmp_path / "file").write_text("keep me")
+    before = snapshot(tmp_path)
+    args = [a.format(file=tmp_path / "file") for a in args]
+    r = run_cli(f"--out_dir={tmp_path / 'new'}", "--num_tokens=1000", *args)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], r.stderr
+    assert snapshot(tmp_path) == before
 
 
-def test_cli_runs_and_reports_errors_without_traceback(tmp_path):
+def test_cli_runs_and_help_lists_every_key(tmp_path):
     out = str(tmp_path / "data")
-    cmd = [sys.executable, os.path.join(ROOT, "sample_data.py"), f"--out_dir={out}", "--block_size=256",
-           "--num_tokens=2000", "--tasks=niah_multikey,json_kv"]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    r = run_cli(f"--out_dir={out}", "--block_size=256", "--num_tokens=2000", "--tasks=niah_multikey,json_kv",
+                "--data_seed=3")
     assert r.returncode == 0, r.stderr
-    assert sd.load_meta(out)["tasks"] == {"niah_multikey": 1.0, "json_kv": 1.0}
-    r = subprocess.run(cmd[:-1] + ["--tasks=nope"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines() == ["error: unknown task 'nope'; choose from " + ", ".join(sd.TASKS)]
+    meta = sd.load_meta(out)
+    assert meta["tasks"] == {"niah_multikey": 1.0, "json_kv": 1.0} and meta["data_seed"] == 3
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for key, default in sd.SETTINGS.items():
+        line = next(line for line in r.stdout.splitlines() if line.strip().startswith(f"--{key} "))
+        assert repr(default) in line and len(line.split(repr(default), 1)[1].strip()) > 5  # and its comment
