@@ -10,13 +10,17 @@ A script keeps its settings as plain globals at the top, then calls
 `configure` runs each config file (plain Python assigning some of the keys) and then each
 --key=value (a Python literal, or a bare string for string keys). Unlike nanoGPT, a typo'd key is
 an error naming the closest valid keys, a value of the wrong type is an error naming the key, the
-expected type and what was given, and a missing config file says so. Errors exit with one line,
-no stack trace. An int is accepted where a float is expected; booleans take True / False only.
+expected type and what was given, and a missing config file (or one that does not run) says so.
+Errors exit with one line, no stack trace. An int is accepted where a float is expected; booleans
+take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its default and the comment written beside
+it in the calling script, then exits.
 """
 
 import ast
 import difflib
+import inspect
 import os
+import re
 import sys
 
 
@@ -24,7 +28,7 @@ def _fail(msg):
     raise SystemExit(f"config error: {msg}")
 
 
-def _unknown(key, valid):
+def unknown_key(key, valid):
     close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
     return f"unknown key '{key}'{hint}"
@@ -45,7 +49,7 @@ def _parse(key, raw, default):
         return raw                                  # strings need no quotes: --out_dir=out/vpad
     try:
         return ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except Exception:                               # ValueError, SyntaxError, TypeError ({[1]}), ...
         expected = type(default).__name__
         _fail(f"{key} expects {expected} (default {default!r}), got {raw!r} which is not a {expected} literal")
 
@@ -54,6 +58,9 @@ def configure(settings, argv):
     """settings: {key: default}; argv: config files and --key=value overrides, applied in order.
     -> a new dict with the same keys and the overridden values."""
     config = dict(settings)
+    if '--help' in argv or '-h' in argv:
+        print_help(settings, inspect.stack()[1].filename)
+        sys.exit(0)
     for arg in argv:
         if not arg.startswith('--'):
             if not arg.endswith('.py'):
@@ -65,23 +72,57 @@ def configure(settings, argv):
                 source = f.read()
             print(source)
             scope = dict(config)
-            exec(compile(source, arg, 'exec'), scope)
+            try:
+                exec(compile(source, arg, 'exec'), scope)
+            except SystemExit:
+                raise
+            except BaseException as e:                # a syntax error, a NameError, ...: one line
+                line = getattr(e, 'lineno', None) or _failing_line(e, arg)
+                _fail(f"{arg}{f' line {line}' if line else ''} does not run: {type(e).__name__}: {e}")
             for key, value in scope.items():
                 if key.startswith('_') or key == '__builtins__' or type(value).__name__ in ('module', 'function'):
                     continue
                 if key not in config:
-                    _fail(_unknown(key, config) + f" (in {arg})")
+                    _fail(unknown_key(key, config) + f" (in {arg})")
                 config[key] = _check_type(key, value, settings[key], arg)
         else:
+            if '=' not in arg and isinstance(config.get(arg[2:]), bool):
+                arg += '=True'                      # --dry_run means --dry_run=True
             if '=' not in arg:
                 _fail(f"'{arg}': write overrides as --key=value")
             key, raw = arg[2:].split('=', 1)
             if key not in config:
-                _fail(_unknown(key, config))
+                _fail(unknown_key(key, config))
             value = _parse(key, raw, settings[key])
             print(f"Overriding: {key} = {value!r}")
             config[key] = _check_type(key, value, settings[key], f"--{key}")
     return config
+
+
+def _failing_line(e, filename):
+    tb = e.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def print_help(settings, script):
+    """Every key, its default and the comment beside its first assignment in `script`
+    (`key = value  # comment`, or `'key': value,  # comment` in a dict of settings)."""
+    comments = {}
+    with open(script) as f:
+        for line in f:
+            m = re.match(r"""\s*['"]?(\w+)['"]?\s*[=:][^#]*#\s*(.*)""", line)
+            if m and m.group(1) in settings and m.group(1) not in comments:
+                comments[m.group(1)] = m.group(2).strip()
+    print(f"usage: python {os.path.basename(script)} [config/file.py ...] [--key=value ...]\n")
+    width = max(len(k) for k in settings) + 2
+    for key, default in settings.items():
+        note = comments.get(key, '')
+        print(f"  --{key:<{width}}{default!r:<22} {note}".rstrip())
 
 
 def settings_of(namespace):

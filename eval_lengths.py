@@ -2,18 +2,23 @@
 Synthetic retrieval accuracy at growing lengths: does a model trained at length T still find the
 needle at 2T, 4T, ... 64T?
 
-    python eval_lengths.py --out_dir=out/vpad                        # one run
+    python eval_lengths.py --out_dir=out/vpad                        # one run, the tasks it trained on
     python eval_lengths.py --out_dir=out/none,out/pre_norm,out/vpad  # an ablation, side by side
 
+Lengths count like training documents: an example of length L has exactly L tokens including its
+answer and the end marker, so 1x (L = block_size) is the longest document seen in training and a
+drop beyond 1x is length generalization, not fitting.
+
 Scoring is one forward pass per example: feed prompt + gold answer (teacher forcing); a value
-counts when every one of its tokens is the argmax. For one value that is exactly greedy decoding's
-exact match; for several values (niah_multivalue, multiquery, vt) each value is scored on its own
-and the score is the fraction found (recall-based, like RULER's string_match_all). Unlike RULER's
-metric on free generation, the values are fed in the gold order and each is judged given the gold
-values before it, so one wrong value does not spoil the next. Only answer positions go through the LM head. The
-examples come from a fixed seed that is never a training seed, so every run and every call sees
-the same ones. Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib is
-installed) into the first.
+counts when every token of its span is the argmax. The spans tile the whole answer (the leading
+space and the ", " separators included), so for one value this is exactly greedy decoding's exact
+match. For several values (niah_multivalue, multiquery, vt) each value is scored on its own and the
+score is the fraction found (recall-based, like RULER's string_match_all); unlike RULER's metric on
+free generation, the values are fed in the gold order and each is judged given the gold values
+before it. Only answer positions go through the LM head. The examples come from a fixed seed that
+is never a training seed and use held-out keys, so every run and every call sees the same ones.
+Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib is installed) into
+the first.
 """
 
 import json
@@ -31,10 +36,10 @@ import sample_data
 
 # -----------------------------------------------------------------------------
 out_dir = 'out/vpad'        # a run dir with ckpt.pt, or several separated by commas
-tasks = 'niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt'
+tasks = 'trained'           # comma-separated tasks, or 'trained': the tasks each run was trained on
 multiples = '1,2,4,8,16,32,64'   # lengths, as multiples of each run's training length
 num_samples = 50            # examples per (task, length)
-batch_size = 8
+batch_size = 8              # examples per forward pass
 device = 'auto'             # 'cpu', 'cuda', 'cuda:1', ... or 'auto'
 seed = 0                    # the evaluation seed stream (sample_data keeps it apart from training)
 plot = True                 # write eval_lengths.png when matplotlib is installed
@@ -53,7 +58,14 @@ def parse_multiples(key, text):
 
 
 def pick_device(device):
-    return ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
+    """'auto' -> 'cuda' or 'cpu'; anything unusable is a one-line error."""
+    if device == 'auto':
+        return 'cuda' if torch.cuda.is_available() else 'cpu'
+    if device != 'cpu' and not device.startswith('cuda'):
+        raise SystemExit(f"device={device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise SystemExit(f"device={device!r} but this machine has no CUDA GPU: use --device=cpu or auto")
+    return device
 
 
 def load_run(run_dir, device):
@@ -62,12 +74,15 @@ def load_run(run_dir, device):
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py --out_dir={run_dir}")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location='cpu', weights_only=True)
         model = GPT(GPTConfig(**ckpt['model_args']))
         model.load_state_dict(ckpt['model'])
     except Exception as e:
-        raise SystemExit(f"{path} is not a readable lengthgen checkpoint ({type(e).__name__}: {e}); "
+        raise SystemExit(f"{path} is not a readable lengthgen checkpoint ({type(e).__name__}: {str(e)[:200]}); "
                          f"retrain with: python train.py --out_dir={run_dir}")
+    if not os.path.isfile(os.path.join(run_dir, 'tokenizer.json')):
+        raise SystemExit(f"{run_dir}/tokenizer.json is missing: train.py writes it into every run dir; copy "
+                         f"the one from the run's data_dir ({ckpt.get('config', {}).get('data_dir', 'data/...')})")
     try:
         tok = sample_data.load_tokenizer(run_dir)
     except ValueError as e:
@@ -75,7 +90,8 @@ def load_run(run_dir, device):
     if tok.vocab_size != model.config.vocab_size or tok.name != ckpt.get('tokenizer', tok.name):
         raise SystemExit(f"{run_dir}/tokenizer.json ({tok.name!r}, {tok.vocab_size} tokens) does not belong to "
                          f"this checkpoint ({ckpt.get('tokenizer')!r}, {model.config.vocab_size} tokens)")
-    return model.to(device).eval(), tok, ckpt['config']
+    # the config a run was trained with, and the step its checkpoint holds
+    return model.to(device).eval(), tok, {**ckpt['config'], 'iter_num': ckpt.get('iter_num')}
 
 
 def estimate_bytes(config, batch, T, device='cpu'):
@@ -132,7 +148,8 @@ def accuracy(values_correct):
 
 
 def evaluate(model, tok, task, length, n, batch_size, device, seed=0):
-    """Accuracy of `model` on n fixed held-out examples of `task` with prompts of `length` tokens.
+    """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
+    (prompt + answer + end marker).
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
@@ -145,85 +162,126 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0):
     return accuracy(correct)
 
 
-def format_table(results, runs, task_names, mults):
-    """results: {(run, task, multiple): accuracy} -> a text table, one row per run and task."""
-    head = f"{'run':<24}{'task':<18}" + "".join(f"{str(m) + 'x':>7}" for m in mults)
+def trained_tasks(train_cfg):
+    return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
+
+
+def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True):
+    """Evaluate one run dir: task_names=None means the tasks it was trained on.
+    -> the record written to run/eval_lengths.json: {'run', 'block_size', ..., 'results': [row]},
+    a row {'task', 'trained', 'multiple', 'length', 'accuracy', 'n'} per point that fits."""
+    model, tok, train_cfg = load_run(run, device)
+    T, trained = model.config.block_size, trained_tasks(train_cfg)
+    task_names = task_names or trained
+    if not task_names:
+        raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
+    rows, t0 = [], time.time()
+    for task, m in tqdm([(t, m) for t in task_names for m in mults], desc=run, disable=not progress or None):
+        length = m * T
+        if length < sample_data.min_length(task, tok):
+            tqdm.write(f"skipped: {task} needs at least {sample_data.min_length(task, tok)} tokens, "
+                       f"{m}x{T} = {length} is too short")
+            continue
+        try:
+            acc = evaluate(model, tok, task, length, n, batch_size, device, seed)
+        except MemoryError as e:
+            tqdm.write(f"skipped: {e}")
+            continue
+        rows.append({'task': task, 'trained': task in trained, 'multiple': m, 'length': length,
+                     'accuracy': acc, 'n': n})
+    return {'run': run, 'block_size': T, 'tokenizer': tok.name, 'seed': seed, 'iter': train_cfg.get('iter_num'),
+            'elapsed_s': round(time.time() - t0, 1), 'results': rows}
+
+
+def format_table(records, mults):
+    """One row per run and task, one column per multiple; tasks a run never trained on are marked."""
+    head = f"{'run':<28}{'task':<28}" + "".join(f"{str(m) + 'x':>7}" for m in mults)
     lines = [head, '-' * len(head)]
-    for run in runs:
-        for task in task_names + ['mean']:
-            accs = [results.get((run, task, m)) for m in mults]
-            lines.append(f"{run:<24}{task:<18}" + "".join(f"{a:7.2f}" if a is not None else f"{'-':>7}" for a in accs))
+    for rec in records:
+        by_task = {}
+        for r in rec['results']:
+            by_task.setdefault((r['task'], r['trained']), {})[r['multiple']] = r['accuracy']
+        for (task, trained), accs in by_task.items():
+            label = task if trained else f"{task} (untrained)"
+            lines.append(f"{rec['run']:<28}{label:<28}"
+                         + "".join(f"{accs[m]:7.2f}" if m in accs else f"{'-':>7}" for m in mults))
     return "\n".join(lines)
 
 
-def plot_results(results, runs, task_names, mults, block_sizes, path):
+def plot_panels(panels, draw, path, xlabel, ylabel, log2=True):
+    """One subplot per panel (a title), side by side; draw(ax, panel) draws its lines. Without
+    matplotlib: a one-line note and no file."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib for eval_lengths.png)")
+        print(f"matplotlib is not installed: no {os.path.basename(path)} (pip install matplotlib)")
         return
-    panels = task_names + ['mean']
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], panels):
-        for run in runs:
-            xs = [m * block_sizes[run] for m in mults if (run, task, m) in results]
-            ys = [results[(run, task, m)] for m in mults if (run, task, m) in results]
-            ax.plot(xs, ys, marker='o', label=run)
-        ax.set_xscale('log', base=2)
-        ax.set_title(task)
-        ax.set_xlabel('length (tokens)')
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), sharey=True, squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        draw(ax, panel)
+        if log2:
+            ax.set_xscale('log', base=2)
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel(xlabel)
         ax.set_ylim(-0.02, 1.02)
-    axes[0][0].set_ylabel('accuracy')
+    axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
     print(f"wrote {path}")
+
+
+def plot_results(records, path):
+    def draw(ax, task):
+        for rec in records:
+            pts = [(r['length'], r['accuracy']) for r in rec['results'] if r['task'] == task]
+            if pts:
+                ax.plot(*zip(*pts), marker='o', label=rec['run'])
+    panels = list(dict.fromkeys(r['task'] for rec in records for r in rec['results']))
+    if panels:
+        plot_panels(panels, draw, path, 'length (tokens)', 'accuracy')
+
+
+def check_args(cfg):
+    """-> (runs, task names or None for 'trained', multiples); one-line errors for bad input."""
+    runs = [r for r in cfg['out_dir'].split(',') if r.strip()]
+    if not runs:
+        raise SystemExit("config error: out_dir is empty: give a run dir, e.g. --out_dir=out/vpad")
+    for key in ('num_samples', 'batch_size'):
+        if cfg[key] <= 0:
+            raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
+    task_names = [t for t in cfg['tasks'].split(',') if t.strip()]
+    if not task_names:
+        raise SystemExit("config error: tasks is empty: give task names, or 'trained' for the tasks each run trained on")
+    if task_names == ['trained']:
+        task_names = None
+    for t in task_names or []:
+        if t not in sample_data.TASKS:
+            raise SystemExit(f"config error: unknown task '{t}' in tasks; tasks are {', '.join(sample_data.TASKS)}")
+    try:
+        mults = parse_multiples('multiples', cfg['multiples'])
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}")
+    return runs, task_names, mults
 
 
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
+    runs, task_names, mults = check_args(cfg)
     dev = pick_device(cfg['device'])
-    runs = [r for r in cfg['out_dir'].split(',') if r]
-    task_names = [t for t in cfg['tasks'].split(',') if t]
-    for t in task_names:
-        if t not in sample_data.TASKS:
-            raise SystemExit(f"unknown task '{t}'; tasks are {', '.join(sample_data.TASKS)}")
-    try:
-        mults = parse_multiples('multiples', cfg['multiples'])
-    except ValueError as e:
-        raise SystemExit(str(e))
-    results, block_sizes = {}, {}
+    records = []
     for run in runs:
-        model, tok, train_cfg = load_run(run, dev)
-        T = block_sizes[run] = model.config.block_size
-        points = [(t, m) for t in task_names for m in mults]
-        rows, t0 = [], time.time()
-        for task, m in tqdm(points, desc=run, disable=None):
-            length = m * T
-            if length < sample_data.min_length(task, tok):
-                tqdm.write(f"skipped: {task} needs at least {sample_data.min_length(task, tok)} tokens, "
-                           f"{m}x{T} = {length} is too short")
-                continue
-            try:
-                acc = evaluate(model, tok, task, length, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'])
-            except MemoryError as e:
-                tqdm.write(f"skipped: {e}")
-                continue
-            results[(run, task, m)] = acc
-            rows.append({'task': task, 'multiple': m, 'length': length, 'accuracy': acc, 'n': cfg['num_samples']})
-        for m in mults:  # the RULER-style score: mean over tasks
-            accs = [results[(run, t, m)] for t in task_names if (run, t, m) in results]
-            if len(accs) == len(task_names):
-                results[(run, 'mean', m)] = sum(accs) / len(accs)
+        rec = evaluate_run(run, task_names, mults, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'])
         with open(os.path.join(run, 'eval_lengths.json'), 'w') as f:
-            json.dump({'run': run, 'block_size': T, 'tokenizer': tok.name, 'seed': cfg['seed'],
-                       'elapsed_s': round(time.time() - t0, 1), 'results': rows}, f, indent=1)
+            json.dump(rec, f, indent=1)
+        records.append(rec)
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['num_samples']} examples per point)")
-    print(format_table(results, runs, task_names, mults))
+    print(format_table(records, mults))
     if cfg['plot']:
-        plot_results(results, runs, task_names, mults, block_sizes, os.path.join(runs[0], 'eval_lengths.png'))
+        plot_results(records, os.path.join(runs[0], 'eval_lengths.png'))
 
 
 if __name__ == '__main__':

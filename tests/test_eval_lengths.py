@@ -41,7 +41,7 @@ def test_one_pass_scoring_equals_greedy_decoding(tok):
     model = tiny_model(tok)
     examples = []
     for task in ('niah_single', 'niah_multivalue', 'niah_multiquery'):
-        examples += sample_data.eval_examples(task, tok, 150, 8, seed=5)
+        examples += sample_data.eval_examples(task, tok, 200, 8, seed=5)
     cases = []
     for i, ex in enumerate(examples):
         g = greedy(model, ex.prompt, len(ex.answer))
@@ -73,7 +73,7 @@ def test_recall_based_accuracy_on_hand_made_cases():
 
 def test_only_answer_positions_reach_the_lm_head(tok):
     model = tiny_model(tok)
-    ex = sample_data.eval_examples('niah_multivalue', tok, 140, 1)[0]
+    ex = sample_data.eval_examples('niah_multivalue', tok, 160, 1)[0]
     seen = []
     model.wte.register_forward_hook(lambda m, a, out: None)
     orig = torch.nn.functional.linear
@@ -90,12 +90,56 @@ def test_only_answer_positions_reach_the_lm_head(tok):
     assert seen == [len(ex.answer)]
 
 
+class Oracle(torch.nn.Module):
+    """Predicts the gold target at every answer position, except in examples whose prompt sums to a
+    multiple of 3 (a fixed, content-dependent subset), or, with end_first, predicts the end marker
+    at the first answer position. A model with known answers, so scoring can be checked exactly."""
+    def __init__(self, tok, end_first=False):
+        super().__init__()
+        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2)
+        self.vocab, self.end = tok.vocab_size, tok.encode(sample_data.END)[0]
+        self.end_first = end_first
+
+    def forward(self, idx, targets):
+        pred = targets.clone()
+        for b in range(idx.shape[0]):
+            pos = (targets[b] != -1).nonzero().flatten()
+            if self.end_first:
+                pred[b, pos[0]] = self.end
+            elif int(idx[b].sum()) % 3 == 0:
+                pred[b, pos[-1]] = (pred[b, pos[-1]] + 1) % self.vocab
+        pred = pred[targets != -1]
+        return torch.nn.functional.one_hot(pred, self.vocab).float(), None
+
+
 def test_same_examples_every_call(tok):
     a = sample_data.eval_examples('niah_single', tok, 200, 3, seed=0)
     b = sample_data.eval_examples('niah_single', tok, 200, 3, seed=0)
     assert [x.prompt for x in a] == [x.prompt for x in b]
-    model = tiny_model(tok)
-    assert E.evaluate(model, tok, 'niah_single', 200, 6, 4, 'cpu') == E.evaluate(model, tok, 'niah_single', 200, 6, 3, 'cpu')
+    model = Oracle(tok)
+    acc = E.evaluate(model, tok, 'niah_multivalue', 200, 12, 4, 'cpu')
+    assert 0 < acc < 1                                                   # some right, some wrong
+    assert acc == E.evaluate(model, tok, 'niah_multivalue', 200, 12, 5, 'cpu')
+    assert acc != E.evaluate(model, tok, 'niah_multivalue', 200, 12, 4, 'cpu', seed=1)
+
+
+def test_ending_before_the_answer_is_scored_wrong(tok):
+    """The leading space of a value and the separators belong to the scored spans: a model that
+    would print the end marker first (as greedy decoding would show) gets nothing right."""
+    for task in ('niah_single', 'niah_multivalue'):
+        examples = sample_data.eval_examples(task, tok, 160, 6)
+        assert all(ex.value_spans[0][0] == 0 and ex.value_spans[-1][1] == len(ex.answer) for ex in examples)
+        right = E.score(Oracle(tok), examples, 'cpu')
+        assert all(v == [True] * len(v) for ex, v in zip(examples, right) if sum(ex.prompt + ex.answer[:-1]) % 3)
+        assert not any(v[0] for v in E.score(Oracle(tok, end_first=True), examples, 'cpu'))
+
+
+def test_one_x_is_the_longest_training_document(tok):
+    """An example at 1x counts its answer and end marker, as a training document of block_size does."""
+    end = len(tok.encode(sample_data.END))
+    for task in ('niah_single', 'niah_multikey', 'niah_multivalue'):
+        for ex in sample_data.eval_examples(task, tok, 160, 5):
+            assert len(ex.prompt) + len(ex.answer) + end == 160
 
 
 def test_a_length_that_will_not_fit_is_refused_with_the_estimate(tok):
@@ -121,17 +165,17 @@ def test_cli_end_to_end_compares_runs(tok, tmp_path):
     a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
     save_tiny_run(a, tok)
     save_tiny_run(b, tok, window=0, block_pattern='AM', d_state=8, headdim=16, chunk_size=16)
-    out = run_cli(f'--out_dir={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=1,2',
+    out = run_cli(f'--out_dir={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=2,4',
                   '--num_samples=4', '--batch_size=2')
     assert out.returncode == 0, out.stderr
     for run in (a, b):
         res = json.load(open(os.path.join(run, 'eval_lengths.json')))
         assert res['block_size'] == 128 and res['tokenizer'] == 'lengthgen'
         assert {(r['task'], r['multiple'], r['length'], r['n']) for r in res['results']} == {
-            (t, m, 128 * m, 4) for t in ('niah_single', 'niah_multivalue') for m in (1, 2)}
+            (t, m, 128 * m, 4) for t in ('niah_single', 'niah_multivalue') for m in (2, 4)}
         assert all(0 <= r['accuracy'] <= 1 for r in res['results'])
         assert run in out.stdout
-    assert 'mean' in out.stdout and '2x' in out.stdout
+    assert '(untrained)' in out.stdout and '4x' in out.stdout
     try:
         import matplotlib  # noqa: F401
         assert os.path.exists(os.path.join(a, 'eval_lengths.png'))
@@ -139,18 +183,41 @@ def test_cli_end_to_end_compares_runs(tok, tmp_path):
         assert 'matplotlib is not installed' in out.stdout
 
 
-def test_cli_errors_are_one_line(tok, tmp_path):
-    for args, words in ((['--out_dir=' + str(tmp_path / 'none')], 'no checkpoint'),
-                        (['--tasks=niah_singel'], 'unknown task'),
-                        (['--multiples=1,x'], 'integers'),
-                        (['--num_sampels=3'], 'num_samples')):
-        if 'unknown task' in words or 'integers' in words:
-            save_tiny_run(str(tmp_path / 'r'), tok)
-            args = args + ['--out_dir=' + str(tmp_path / 'r')]
-        out = run_cli(*args)
-        assert out.returncode != 0 and words in out.stderr and 'Traceback' not in out.stderr, out.stderr
-    bad = tmp_path / 'bad'
-    bad.mkdir()
-    (bad / 'ckpt.pt').write_bytes(b'not a checkpoint')
-    out = run_cli(f'--out_dir={bad}')
-    assert out.returncode != 0 and 'not a readable' in out.stderr and 'Traceback' not in out.stderr
+@pytest.mark.parametrize('args,words', [
+    (['--num_samples=0'], ['num_samples']),
+    (['--num_samples=-2'], ['num_samples']),
+    (['--batch_size=0'], ['batch_size']),
+    (['--tasks='], ['tasks']),
+    (['--tasks=niah_singel'], ['niah_singel']),
+    (['--multiples=1,x'], ['multiples', 'integers']),
+    (['--num_sampels=3'], ['num_samples']),
+    (['--device=bogus'], ['device']),
+    (['--device=cuda'], ['device', 'no CUDA']),
+    (['NO_TOKENIZER'], ['tokenizer.json', 'train.py']),
+    (['--out_dir='], ['out_dir']),
+    (['--out_dir=MISSING'], ['no checkpoint']),
+    (['CORRUPT'], ['not a readable']),
+])
+def test_cli_errors_are_one_line(tok, tmp_path, args, words):
+    if '--device=cuda' in args and torch.cuda.is_available():
+        pytest.skip('this machine has a GPU')
+    run_dir = str(tmp_path / 'r')
+    save_tiny_run(run_dir, tok)
+    if args == ['NO_TOKENIZER']:
+        os.remove(os.path.join(run_dir, 'tokenizer.json'))
+        args = []
+    if args == ['CORRUPT']:
+        open(os.path.join(run_dir, 'ckpt.pt'), 'wb').write(b'not a checkpoint')
+        args = []
+    args = [a.replace('MISSING', str(tmp_path / 'none')) for a in args]
+    if not any(a.startswith('--out_dir') for a in args):
+        args.append(f'--out_dir={run_dir}')
+    before = sorted(os.listdir(run_dir))
+    if not any(a.startswith('--tasks') for a in args):
+        args.append('--tasks=niah_single')
+    out = run_cli(*args)
+    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    assert sorted(os.listdir(run_dir)) == before

@@ -18,7 +18,7 @@ TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--window=32', '--nope_every
 @pytest.fixture(scope='module')
 def data_dir(tmp_path_factory):
     d = str(tmp_path_factory.mktemp('data'))
-    sample_data.prepare(d, 96, 20000, tasks='niah_single', seed=1337, progress=False)
+    sample_data.prepare(d, 96, 20000, tasks='niah_single', data_seed=1337, progress=False)
     return d
 
 
@@ -61,22 +61,56 @@ def test_resume_continues_exactly(data_dir, tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
-def test_ddp_two_processes_match_one(data_dir, tmp_path):
-    common = ['config/vpad.py', *TINY, *on(data_dir), '--eval_interval=3', '--max_iters=3',
-              '--dropout_site=none', '--gradient_accumulation_steps=4']
-    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
-    run(*common, f'--out_dir={one}')
+def torchrun(*args):
     env = dict(os.environ, OMP_NUM_THREADS='1')
-    out = run(*common, f'--out_dir={two}', env=env,
-              module=('-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py'))
-    assert '2 process(es) x 2 micro-steps' in out.stdout     # so gradient sync is skipped once per step
-    a, b = log(one), log(two)
-    assert [r['iter'] for r in a] == [r['iter'] for r in b] == [0, 3]
+    return run(*args, env=env, module=('-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py'))
+
+
+def assert_same_run(a_dir, b_dir, atol=1e-5):
+    a, b = log(a_dir), log(b_dir)
+    assert [r['iter'] for r in a] == [r['iter'] for r in b]
     for ra, rb in zip(a[1:], b[1:]):
-        assert abs(ra['train_loss'] - rb['train_loss']) < 1e-4
-        assert abs(ra['val_loss'] - rb['val_loss']) < 1e-4
-    pa, pb = params(one), params(two)
-    assert all(torch.allclose(pa[k], pb[k], atol=1e-5) for k in pa)
+        for k in ('train_loss', 'val_loss'):
+            assert abs(ra[k] - rb[k]) < 1e-4, (k, ra, rb)
+    pa, pb = params(a_dir), params(b_dir)
+    assert all(torch.allclose(pa[k], pb[k], atol=atol) for k in pa)
+
+
+def test_ddp_two_processes_match_one_with_dropout_and_resume(data_dir, tmp_path):
+    """Dropout masks are seeded by (seed, step, micro-batch), so 2 processes that each take one of
+    the 2 micro-batches of a step train exactly like 1 process taking both, also across a resume."""
+    common = ['config/vpad.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2',
+              '--gradient_accumulation_steps=2']
+    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
+    run(*common, f'--out_dir={one}', '--max_iters=6')
+    out = torchrun(*common, f'--out_dir={two}', '--max_iters=3')
+    assert '2 process(es) x 1 micro-steps x 4 rows' in out.stdout
+    torchrun(*common, f'--out_dir={two}', '--max_iters=6', '--init_from=resume')
+    assert_same_run(one, two)
+
+
+def test_more_processes_than_micro_batches_split_the_rows(data_dir, tmp_path):
+    """torchrun with gradient_accumulation_steps=1: each process takes half of the rows."""
+    out = torchrun('config/vpad.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2',
+                   f'--out_dir={tmp_path / "r"}')
+    assert 'tokens per iteration: 384 (2 process(es) x 1 micro-steps x 2 rows' in out.stdout
+    assert [r['iter'] for r in log(str(tmp_path / 'r'))] == [0, 2]
+
+
+def test_loss_is_the_mean_over_the_steps_answer_tokens(tmp_path):
+    """Rows of a niah_single + niah_multivalue mix hold different numbers of answer tokens; one
+    micro-batch of 8 rows, 2 of 4 and 4 of 2 give the same step (no dropout: masks differ by split)."""
+    d = str(tmp_path / 'mix')
+    sample_data.prepare(d, 160, 20000, tasks='niah_single,niah_multivalue', data_seed=1337, progress=False)
+    common = ['config/vpad.py', *TINY, f'--data_dir={d}', '--num_tokens=20000', '--tasks=niah_single,niah_multivalue',
+              '--block_size=160', '--eval_tasks=niah_single',
+              '--eval_interval=3', '--max_iters=3', '--dropout_site=none']
+    dirs = [str(tmp_path / f'g{g}') for g in (1, 2, 4)]
+    for g, out_dir in zip((1, 2, 4), dirs):   # the same 16 val rows each time
+        run(*common, f'--batch_size={8 // g}', f'--gradient_accumulation_steps={g}', f'--eval_iters={2 * g}',
+            f'--out_dir={out_dir}')
+    assert_same_run(dirs[0], dirs[1])
+    assert_same_run(dirs[0], dirs[2])
 
 
 def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
@@ -92,14 +126,16 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
         f"train.save_checkpoint({{'iter_num': 2}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = train.load_checkpoint(path, 'cpu')
+    back = train.load_checkpoint(path)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
 
 
 def one_line_error(out, *words):
     assert out.returncode != 0
     assert 'Traceback' not in out.stderr, out.stderr[-3000:]
-    msg = out.stderr.strip().splitlines()[-1]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr[-3000:]
+    msg = lines[0]
     for w in words:
         assert w in msg, msg
 
@@ -139,6 +175,28 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
                    'tokenizer mismatch')
 
 
+@pytest.mark.parametrize('case,words', [
+    ('syntax', ['bad.py', 'SyntaxError']),
+    ('name', ['bad.py', 'line 2', 'NameError']),
+    ('--batch_size={[1]}', ['batch_size']),
+    ('--eval_interval=0', ['eval_interval']),
+    ('--batch_size=-3', ['batch_size']),
+    ('--out_dir=', ['out_dir']),
+    ('--eval_tasks=niah_singel', ['eval_tasks', 'niah_singel']),
+])
+def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, words):
+    data = tmp_path / 'data'
+    args = ['config/vpad.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}', '--max_iters=2']
+    if case in ('syntax', 'name'):
+        bad = tmp_path / 'bad.py'
+        bad.write_text("batch_size = 4\n" + ("n_layer = (2\n" if case == 'syntax' else "n_layer = two\n"))
+        args.append(str(bad))
+    else:
+        args.append(case)
+    one_line_error(run(*args, check=False), *words)
+    assert os.listdir(tmp_path) == (['bad.py'] if case in ('syntax', 'name') else [])
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path):
     out_dir = str(tmp_path / 'nan')
     base = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2']
@@ -152,20 +210,65 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path)
 
 def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path):
     """config/vpad.py with tiny overrides: data generated on first use, log.jsonl, checkpoint, and
-    eval_lengths.py on the result."""
+    eval_lengths.py on the result (by default on the tasks the run trained on)."""
     data, out_dir = str(tmp_path / 'data'), str(tmp_path / 'run')
     out = run('config/vpad.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
               '--max_iters=4', '--eval_interval=2', '--loss_on=all')
-    assert 'generating it' in out.stdout and 'accuracy by length' in out.stdout
+    assert 'generating it' in out.stdout and 'eval 4:' in out.stdout
     records = log(out_dir)
     assert [r['iter'] for r in records] == [0, 2, 4]
-    assert set(records[-1]['length_eval']) == {'task', '1x', '2x'}
+    assert records[-1]['length_eval'].keys() == {'niah_single'}
+    assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}
     assert all(k in records[-1] for k in ('train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'mfu'))
-    ev = run(f'--out_dir={out_dir}', '--tasks=niah_single', '--multiples=1,4', '--num_samples=2',
-             module=('eval_lengths.py',))
-    assert 'niah_single' in ev.stdout
+    ev = run(f'--out_dir={out_dir}', '--multiples=1,4', '--num_samples=2', module=('eval_lengths.py',))
+    assert 'niah_single' in ev.stdout and 'untrained' not in ev.stdout
     res = json.load(open(os.path.join(out_dir, 'eval_lengths.json')))
-    assert [r['length'] for r in res['results']] == [96, 384]
+    assert [(r['task'], r['length']) for r in res['results']] == [('niah_single', 96), ('niah_single', 384)]
+    # a second fresh run into the same out_dir would overwrite the checkpoint: refused, nothing lost
+    before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
+    one_line_error(run('config/vpad.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
+                       '--max_iters=4', check=False), 'already holds a run', 'init_from=resume')
+    assert open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read() == before and len(log(out_dir)) == 3
+
+
+def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, tmp_path):
+    src, dst = str(tmp_path / 'src'), str(tmp_path / 'dst')
+    base = ['config/vpad.py', *TINY, *on(data_dir), '--eval_interval=3']
+    run(*base, f'--out_dir={src}', '--max_iters=3', '--dropout_site=none')
+    run(*base, f'--out_dir={dst}', '--max_iters=2', f'--init_from={src}', '--dropout_site=pre_linear')
+    first = log(dst)[0]
+    assert first['iter'] == 0 and first['init_from'] == os.path.abspath(os.path.join(src, 'ckpt.pt'))
+    assert first['init_iter'] == 3
+    assert abs(first['val_loss'] - log(src)[-1]['val_loss']) < 1e-6          # the same weights, evaluated again
+    ckpt = torch.load(os.path.join(dst, 'ckpt.pt'), weights_only=True)
+    assert ckpt['iter_num'] == 2 and ckpt['config']['dropout_site'] == 'pre_linear'
+    assert all(int(s['step']) == 2 for s in ckpt['optimizer']['state'].values())   # fresh AdamW
+    assert first['lr'] < 3e-3 / 2                                                  # its own warmup
+
+
+def test_seed_varies_training_but_not_the_corpus(data_dir, tmp_path):
+    base = ['config/vpad.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2']
+    run(*base, f'--out_dir={tmp_path / "s1"}', '--seed=1')
+    run(*base, f'--out_dir={tmp_path / "s2"}', '--seed=2')                      # the same data_dir is fine
+    assert log(str(tmp_path / 's1'))[-1]['train_loss'] != log(str(tmp_path / 's2'))[-1]['train_loss']
+    one_line_error(run(*base, f'--out_dir={tmp_path / "s3"}', '--data_seed=7', check=False), 'data_seed=1337')
+
+
+def test_lr_decay_follows_max_iters_unless_set():
+    cfg = dict(decay_lr=True, learning_rate=1.0, min_lr=0.0, warmup_iters=0, lr_decay_iters=0, max_iters=10000)
+    assert train.get_lr(5000, cfg) == pytest.approx(0.5)
+    assert train.get_lr(10000, cfg) == pytest.approx(0.0)
+    assert train.get_lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
+
+
+def test_a_torn_log_line_does_not_stop_the_resume(data_dir, tmp_path):
+    out_dir = str(tmp_path / 'torn')
+    base = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2']
+    run(*base, '--max_iters=2')
+    with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
+        f.write('{"iter": 4, "train_lo')                                          # killed mid-write
+    run(*base, '--max_iters=4', '--init_from=resume')
+    assert [r['iter'] for r in log(out_dir)] == [0, 2, 4]
 
 
 @pytest.mark.slow

@@ -1,0 +1,140 @@
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = dict(n_layer=2, n_head=2, n_embd=32, window=32, nope_every=2, batch_size=4, block_size=96, eval_iters=2,
+            eval_samples=2, eval_batch_size=2, eval_multiples='1', final_multiples='1,2', log_interval=1,
+            warmup_iters=2, learning_rate=3e-3, num_tokens=20000, max_iters=4, eval_interval=2)
+
+
+def study(tmp_path, name='study.py', **extra):
+    """A tiny study config: two arms on config/vpad.py with tiny overrides, data in tmp_path."""
+    common = dict(TINY, data_dir=str(tmp_path / 'data'))
+    text = (f"base_config = 'config/vpad.py'\n"
+            f"arms = {{'none': {{'dropout_site': 'none'}}, 'vpad': {{}}}}\n"
+            f"common = {common!r}\n"
+            f"seeds = '1,2'\n"
+            f"out_dir = {str(tmp_path / 'grid')!r}\n"
+            f"multiples = '1,2'\n"
+            f"num_samples = 3\n")
+    for k, v in extra.items():
+        text += f"{k} = {v!r}\n"
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def ablate(*args, check=True):
+    out = subprocess.run([sys.executable, 'ablate.py', *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if check:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+def mtimes(grid):
+    return {os.path.join(d, f): os.path.getmtime(os.path.join(d, f))
+            for d, _, files in os.walk(grid) for f in files if f == 'ckpt.pt'}
+
+
+def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
+    cfg = study(tmp_path)
+    grid = tmp_path / 'grid'
+    ablate(cfg, '--workers=2')
+    res = json.load(open(grid / 'results.json'))
+    assert set(res['arms']) == {'none', 'vpad'}
+    assert res['arms']['none']['overrides'] == {'dropout_site': 'none'}
+    for arm in res['arms'].values():
+        assert arm['seeds'] == [1, 2] and arm['pending_seeds'] == []
+        assert set(arm['tasks']) == {'niah_single'} and set(arm['tasks']['niah_single']) == {'1', '2'}
+        for m, point in arm['tasks']['niah_single'].items():
+            xs = list(point['per_seed'].values())
+            assert len(xs) == 2 and point['length'] == 96 * int(m)
+            assert point['mean'] == pytest.approx(sum(xs) / 2)
+            assert point['std'] == pytest.approx(math.sqrt(sum((x - point['mean']) ** 2 for x in xs)))
+    # the per-seed numbers are those of each run's own eval record
+    rec = json.load(open(grid / 'vpad' / 'seed2' / 'ablate_eval.json'))['record']
+    assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
+        {m: p['per_seed']['2'] for m, p in res['arms']['vpad']['tasks']['niah_single'].items()}
+    assert '| none | 2 |' in open(grid / 'results.md').read()
+    pytest.importorskip('matplotlib')
+    assert (grid / 'accuracy_vs_length.png').exists() and (grid / 'accuracy_vs_step.png').exists()
+    # a rerun trains nothing and re-summarizes from the cached evals
+    before = mtimes(grid)
+    out = ablate(cfg)
+    assert '4 finished, 0 to train' in out.stdout and 'final eval' not in out.stdout
+    assert mtimes(grid) == before
+
+
+def test_killed_grid_resumes_and_keeps_finished_runs(tmp_path):
+    cfg = study(tmp_path, arms={'vpad': {}}, seeds='1,2')
+    grid = tmp_path / 'grid'
+    args = [cfg, '--max_iters=40', '--eval_interval=4', '--multiples=1']
+    proc = subprocess.Popen([sys.executable, 'ablate.py', *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt2 = grid / 'vpad' / 'seed2' / 'ckpt.pt'
+    deadline = time.time() + 300
+    while time.time() < deadline and not ckpt2.exists():   # seed 1 finished, seed 2 under way
+        time.sleep(0.2)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert ckpt2.exists()
+    it = torch.load(ckpt2, weights_only=True)['iter_num']
+    assert it < 40, "the run finished before it could be killed"
+    seed1 = mtimes(grid / 'vpad' / 'seed1')
+    out = ablate(*args)
+    assert '1 finished, 1 to train' in out.stdout and 'resuming' in out.stdout
+    assert mtimes(grid / 'vpad' / 'seed1') == seed1                      # not retrained
+    log = [json.loads(line) for line in open(grid / 'vpad' / 'seed2' / 'log.jsonl')]
+    assert [r['iter'] for r in log] == list(range(0, 41, 4))             # each eval once, none lost
+    assert f'resumed from' in open(grid / 'vpad' / 'seed2' / 'train.log').read()
+
+
+def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
+    cfg = study(tmp_path)
+    ablate(cfg, '--arms=vpad', '--seeds=1', '--max_iters=2')
+    assert not (tmp_path / 'grid' / 'none').exists()
+    out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
+    cmds = [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
+    assert len(cmds) == 1 and '--dropout_site=none' in cmds[0] and '--seed=1' in cmds[0]
+    assert not (tmp_path / 'grid' / 'none').exists()
+    assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[], [1]]
+    subprocess.run(cmds[0].replace('python', sys.executable, 1), shell=True, cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)                   # as a scheduler would
+    out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
+    assert not [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
+    assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
+
+
+@pytest.mark.parametrize('args,words', [
+    (['--arms=none,vpadd'], ["unknown arm 'vpadd'", 'none, vpad']),
+    (['--seeds='], ['seeds']),
+    (['--max_iter=3'], ['max_iters']),
+    (['--workers=0'], ['workers']),
+])
+def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
+    out = ablate(study(tmp_path), *args, check=False)
+    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    for w in words:
+        assert w in out.stderr, out.stderr
+    assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
+
+
+def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
+    no_arms = tmp_path / 'no_arms.py'
+    no_arms.write_text(f"out_dir = {str(tmp_path / 'grid')!r}\n")
+    bad = study(tmp_path, 'bad.py', arms={'x': {'dropout_sit': 'none'}})
+    for cfg, words in ((str(no_arms), ['arms']), (bad, ["arm 'x'", 'dropout_site'])):
+        out = ablate(cfg, check=False)
+        assert out.returncode != 0 and 'Traceback' not in out.stderr
+        assert all(w in out.stderr.strip().splitlines()[-1] for w in words), out.stderr
+    assert not (tmp_path / 'grid').exists()
