@@ -63,3 +63,18 @@ def test_missing_file_and_malformed_arguments():
 def test_settings_of_takes_public_plain_globals():
     ns = dict(a=1, b='x', _c=2, d=[1], e=None, f=2.0, g=True)
     assert settings_of(ns) == dict(a=1, b='x', f=2.0, g=True)
+
+
+@pytest.mark.parametrize('script', ['train.py', 'eval_lengths.py', 'sample_data.py', 'ablate.py'])
+def test_help_lists_every_key_with_its_default_and_comment(script):
+    import subprocess, sys, os, importlib
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, script, '--help'], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == '', out.stderr
+    module = importlib.import_module(script[:-3])
+    keys = module.SETTINGS if hasattr(module, 'SETTINGS') else settings_of(vars(module))
+    lines = {line.split()[0][2:]: line for line in out.stdout.splitlines() if line.strip().startswith('--')}
+    for key, default in keys.items():
+        assert key in lines, key
+        rest = lines[key].split(None, 1)[1]
+        assert rest.startswith(repr(default)) and len(rest) > len(repr(default)) + 3, (key, lines[key])

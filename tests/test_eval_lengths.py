@@ -75,7 +75,6 @@ def test_only_answer_positions_reach_the_lm_head(tok):
     model = tiny_model(tok)
     ex = sample_data.eval_examples('niah_multivalue', tok, 160, 1)[0]
     seen = []
-    model.wte.register_forward_hook(lambda m, a, out: None)
     orig = torch.nn.functional.linear
 
     def spy(x, w, *args):

@@ -197,6 +197,24 @@ def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, wor
     assert os.listdir(tmp_path) == (['bad.py'] if case in ('syntax', 'name') else [])
 
 
+def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, tmp_path):
+    """As on a GPU that runs out of memory at 64x: the eval is reported and skipped, the run goes on,
+    and the checkpoint of that step was already written."""
+    out_dir = str(tmp_path / 'oom')
+    code = ("import runpy, sys, torch, eval_lengths\n"
+            "def evaluate(model, tok, task, length, *a, **k):\n"
+            "    if length > 96: raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 9 GiB')\n"
+            "    return 0.5\n"
+            "eval_lengths.evaluate = evaluate\n"
+            "sys.argv = ['train.py'] + sys.argv[1:]\n"
+            "runpy.run_path('train.py', run_name='__main__')\n")
+    out = run('-c', code, 'config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2',
+              '--eval_interval=2', '--dropout_site=none', module=())
+    assert 'niah_single at 2x skipped: CUDA out of memory' in out.stdout
+    assert log(out_dir)[-1]['length_eval'] == {'niah_single': {'1x': 0.5, '2x': None}}
+    assert torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)['iter_num'] == 2
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path):
     out_dir = str(tmp_path / 'nan')
     base = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2']
