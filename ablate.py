@@ -117,14 +117,15 @@ def plan(cfg, passed, selected, train_settings):
             try:  # the exact settings train.py will use, checked as train.py checks them
                 with contextlib.redirect_stdout(io.StringIO()):
                     run_cfg = configure(train_settings, argv)
-                if not str(run_cfg['init_from']).startswith(('scratch', 'resume')) and \
-                        not os.path.exists(train.init_path(run_cfg['init_from'])):
-                    fail(f"arm '{arm}', seed {seed}: init_from={run_cfg['init_from']!r} does not exist yet; "
-                         f"run the study it comes from first")
+            except SystemExit as e:
+                fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+            if run_cfg['init_from'] not in ('scratch', 'resume') and not os.path.exists(run_cfg['init_from']):
+                fail(f"arm '{arm}', seed {seed}: init_from={run_cfg['init_from']!r} does not exist yet; "
+                     f"run the study it comes from first")
+            try:
                 train.check_config(run_cfg)
             except SystemExit as e:
-                msg = str(e).removeprefix('config error: ')
-                fail(f"arm '{arm}': {msg}")
+                fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg})
     return runs
 

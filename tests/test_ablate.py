@@ -112,6 +112,14 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
     out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
     assert not [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
+    # a continued-training study starts each seed from the same seed's run of another study
+    source = str(tmp_path / 'grid' / 'vpad' / 'seed{seed}')
+    cont = study(tmp_path, 'cont.py', arms={'late': {'init_from': source, 'dropout_site': 'pre_linear'}},
+                 out_dir=str(tmp_path / 'cont'))
+    out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=1')
+    assert f"--init_from={source.format(seed=1)}" in out.stdout
+    out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=2', check=False)
+    assert out.returncode != 0 and 'does not exist yet' in out.stderr
 
 
 @pytest.mark.parametrize('args,words', [

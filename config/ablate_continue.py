@@ -1,0 +1,24 @@
+# Continued training, the paper's headline experiment in miniature: start from the `none` runs of
+# config/ablate_sites.py (same seed) and train a short while longer with each dropout site; `none`
+# again is the control. Does dropout added late recover extrapolation?
+#   python ablate.py config/ablate_sites.py --arms=none     # first, if not done yet
+#   python ablate.py config/ablate_continue.py
+# TIME_NOTE
+base_config = 'config/vpad.py'
+common = {
+    'init_from': 'out/ablate_sites/none/seed{seed}',   # weights only: fresh optimizer and schedule
+    'max_iters': 500,
+    'warmup_iters': 50,
+    'learning_rate': 1e-3,
+    'eval_interval': 100,
+}
+arms = {
+    'none': {'dropout_site': 'none'},
+    'pre_norm': {'dropout_site': 'pre_norm'},
+    'pre_linear': {'dropout_site': 'pre_linear'},
+    'vpad': {'dropout_site': 'vpad'},
+}
+seeds = '1,2,3'
+out_dir = 'out/ablate_continue'
+multiples = '1,2,4,8,16,32,64'
+num_samples = 100
