@@ -1,15 +1,16 @@
 """
-Performance figures, each a ratio against a baseline measured in the same run (SPEC section 8).
+Performance figures, each a ratio against a baseline measured in the same run.
 
-    python bench.py                  # all
-    python bench.py --only=dropout   # one of: step, dropout, scan, memory
+    python bench.py                  # all sections
+    python bench.py --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
 
-Times are medians of repeated runs after a warm-up; on a shared machine, rerun before believing
-a small difference.
+Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
+comes and goes on a shared machine hits every variant alike, and print the median with the spread
+(min-max over rounds) and the median of the per-round ratios: two variants whose ranges overlap
+are not ranked. Rerun before believing a small difference.
 """
 
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -19,69 +20,155 @@ import torch
 import torch.nn.functional as F
 
 import model as M
-from model import GPT, GPTConfig, ssd_scan, ssd_scan_sequential
+from model import GPT, GPTConfig, SITES, ssd_scan, ssd_scan_sequential
+
+# The main run's models (config/vpad.py, config/mamba2.py) at width 128, depth 4
+TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2)
+MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, headdim=32, chunk_size=64)
 
 
-def timeit(fn, reps=10, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def alternating(fns, rounds, warmup=1):
+    """{name: fn} -> {name: [seconds per round]}, the fns timed in turn within each round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
 
 
-def bench_step():
-    """Training step (forward, backward, AdamW) at 4 layers, width 128, 16 x 256 tokens."""
-    print("\n== training step: 4 layers, width 128, batch 16 x 256 tokens, dropout 0.1 ==")
-    idx = torch.randint(0, 2048, (16, 257))
-    x, y = idx[:, :-1], idx[:, 1:]
-    base = None
-    for site in ('none', 'pre_norm', 'pre_linear', 'vpad'):
-        torch.manual_seed(0)
-        m = GPT(GPTConfig(vocab_size=2048, block_size=256, n_layer=4, n_head=4, n_embd=128,
-                          dropout=0.1, dropout_site=site))
-        opt = m.configure_optimizers(0.0, 1e-3, (0.9, 0.95), 'cpu')
-
-        def step():
-            _, loss = m(x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        t = timeit(step, reps=8)
-        base = base or t
-        print(f"{site:<11} {t * 1000:7.1f} ms/step  {16 * 256 / t:9,.0f} tok/s  {t / base:5.2f}x none")
+def report(times, base, unit=1000, label='ms'):
+    """One line per variant: median [min-max], and the median [min-max] of its per-round ratio to base."""
+    for name, ts in times.items():
+        ratios = [t / b for t, b in zip(ts, times[base])]
+        print(f"{name:<28} {statistics.median(ts) * unit:8.1f} {label} [{min(ts) * unit:.1f}-{max(ts) * unit:.1f}]"
+              f"   {statistics.median(ratios):5.2f}x {base} [{min(ratios):.2f}-{max(ratios):.2f}]")
 
 
-def bench_dropout():
-    """VPAD vs F.dropout on the same (16*256, 512) tensor, forward + backward."""
-    print("\n== dropout ops on a (4096, 512) fp32 tensor, p = 0.1, forward + backward ==")
+def train_step(cfg, batch, T, answers_only):
+    """A closure running one training step (forward, backward, AdamW) of a fresh model on fixed data.
+    answers_only: targets on the last 1/8 of each row, as loss_on='answers' leaves few targets."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=T, **cfg))
+    opt = m.configure_optimizers(0.0, 1e-3, (0.9, 0.95), 'cpu')
+    idx = torch.randint(0, cfg['vocab_size'], (batch, T + 1))
+    x, y = idx[:, :-1], idx[:, 1:].clone()
+    if answers_only:
+        y[:, :T - T // 8] = -1
+
+    def step():
+        _, loss = m(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def bench_sites(rounds=6):
+    """Training step per dropout site: the transformer at 4 layers, width 128, 16 x 256 tokens."""
+    print("\n== training step per dropout site: transformer, 4 layers, width 128, 16 x 256 tokens, "
+          f"dropout 0.1, {rounds} alternating rounds ==")
+    steps = {site: train_step(dict(vocab_size=2048, dropout=0.1, dropout_site=site, **TRANSFORMER), 16, 256, False)
+             for site in SITES}
+    report(alternating(steps, rounds), 'none')
+
+
+def bench_mamba(rounds=6):
+    """Mamba2 (config/mamba2.py) vs the transformer (config/vpad.py) step, both with vpad."""
+    for batch, T, vocab in ((32, 128, 1310), (16, 256, 2048)):
+        print(f"\n== training step, Mamba2 vs transformer: 4 layers, width 128, {batch} x {T} tokens, vocab {vocab}, "
+              f"vpad 0.1, targets on the last 1/8 of each row, {rounds} alternating rounds ==")
+        steps = {name: train_step(dict(vocab_size=vocab, dropout=0.1, dropout_site='vpad', **arch), batch, T, True)
+                 for name, arch in (('transformer', TRANSFORMER), ('mamba2', MAMBA2))}
+        report(alternating(steps, rounds), 'transformer')
+
+
+def bench_dropout(rounds=15):
+    """The dropout ops on one tensor, forward + backward. F.dropout draws a float per element; both
+    ops here draw 16-bit slices of 64-bit random words (4 elements per draw), which is where their
+    speed-up over F.dropout comes from; the compiled kernels then fuse the arithmetic."""
+    print(f"\n== dropout ops on a (4096, 512) fp32 tensor, p = 0.1, forward + backward, {rounds} alternating rounds ==")
     x = torch.randn(16 * 256, 512, requires_grad=True)
     g = torch.randn_like(x)
 
-    def fb(op):
-        return lambda: op().backward(g)
-    base = timeit(fb(lambda: F.dropout(x, 0.1, True)), reps=20)
-    print(f"{'F.dropout':<26}{base * 1000:7.2f} ms  1.00x")
-    for name, compiled, op in (('vpad (torch.compile)', True, M.vpad), ('vpad (eager)', False, M.vpad),
-                               ('inverted_dropout (compile)', True, M.inverted_dropout)):
-        M.USE_COMPILE = compiled
-        t = timeit(fb(lambda: op(x, 0.1)), reps=20)
-        print(f"{name:<26}{t * 1000:7.2f} ms  {t / base:4.2f}x F.dropout")
+    def fb(op, compiled):
+        def run():
+            M.USE_COMPILE = compiled
+            op().backward(g)
+        return run
+    ops = {'F.dropout (float masks)': fb(lambda: F.dropout(x, 0.1, True), True),
+           'inverted_dropout (compiled)': fb(lambda: M.inverted_dropout(x, 0.1), True),
+           'inverted_dropout (eager)': fb(lambda: M.inverted_dropout(x, 0.1), False),
+           'vpad (compiled)': fb(lambda: M.vpad(x, 0.1), True),
+           'vpad (eager)': fb(lambda: M.vpad(x, 0.1), False),
+           'vpad_reference (definition)': fb(lambda: M.vpad_reference(x, 0.1), False)}
+    report(alternating(ops, rounds, warmup=2), 'F.dropout (float masks)')
     M.USE_COMPILE = True
+
+
+def saved_for_backward_bytes(fn, exclude):
+    """Bytes of the distinct storages autograd keeps for fn's backward, leaving out `exclude`."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    kept = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in skip:
+            kept[s.data_ptr()] = s.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(kept.values())
+
+
+def bench_saved():
+    """What one layer keeps for backward per 4096-token row at the GPU configs' width (768, dropout
+    0.1, vpad), the parameters left out, fp32 and under bfloat16 autocast (the GPU runs' dtype); then
+    each GPU config's total, layers x rows per micro-batch, against an 80 GB card."""
+    print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, distinct storages) ==")
+    root = os.path.dirname(os.path.abspath(__file__))
+    configs = {}
+    for name in ('gpu_vpad_4k', 'gpu_mamba2_4k'):
+        cfg = {}
+        with open(os.path.join(root, 'config', name + '.py')) as f:
+            exec(f.read(), {'open': lambda p: open(os.path.join(root, p))}, cfg)
+        configs[name] = cfg
+    M.USE_COMPILE = False
+    per_row = {}
+    for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
+        c = configs[name]
+        keys = ('n_layer', 'n_head', 'n_embd', 'window', 'nope_every', 'dropout', 'dropout_site', 'block_pattern',
+                'd_state', 'expand', 'headdim', 'chunk_size')
+        block = M.Block(GPTConfig(vocab_size=2048, **{k: c[k] for k in keys if k in c}), 0).train()
+        x = torch.randn(1, c['block_size'], c['n_embd'], requires_grad=True)
+        for dtype in ('fp32', 'bf16 autocast'):
+            with torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype != 'fp32'):
+                n = saved_for_backward_bytes(lambda: block(x), exclude=list(block.parameters()))
+            per_row[name, dtype] = n
+            extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
+            print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
+    M.USE_COMPILE = True
+    print("per config, layers x rows per micro-batch x the bf16 figure (activations only: no weights, "
+          "optimizer state, logits or eval):")
+    for name, c in configs.items():
+        total = c['n_layer'] * c['batch_size'] * per_row[name, 'bf16 autocast']
+        print(f"{name:<16} {c['n_layer']} layers x {c['batch_size']} rows = {total / 1e9:5.1f} GB of 80 GB "
+              f"({total / 80e9:.0%}); tokens per step {c['batch_size'] * c['gradient_accumulation_steps'] * c['block_size']:,}")
 
 
 def bench_scan():
     """Chunked SSD scan vs the sequential loop it must equal."""
-    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, chunk 64, fp32) ==")
+    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all heads, chunk 64, fp32) ==")
     for t, backward in ((1024, True), (4096, False)):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, t, 8, 32, generator=g)
         dt = F.softplus(torch.randn(1, t, 8, generator=g) - 2)
         A = -torch.rand(8, generator=g) * 15 - 1
-        B, C = torch.randn(1, t, 8, 64, generator=g), torch.randn(1, t, 8, 64, generator=g)
+        B, C = torch.randn(1, t, 1, 64, generator=g), torch.randn(1, t, 1, 64, generator=g)
         args = [a.requires_grad_(backward) for a in (x, dt, A, B, C)]
         y_ref, _ = ssd_scan_sequential(*args)
         y, _ = ssd_scan(*args, chunk_size=64)
@@ -91,8 +178,9 @@ def bench_scan():
             if backward:
                 return lambda: fn()[0].sum().backward()
             return lambda: torch.no_grad()(fn)()
-        t_seq = timeit(run(lambda: ssd_scan_sequential(*args)), reps=3, warmup=1)
-        t_ssd = timeit(run(lambda: ssd_scan(*args, chunk_size=64)), reps=3, warmup=1)
+        times = alternating({'sequential': run(lambda: ssd_scan_sequential(*args)),
+                             'ssd_scan': run(lambda: ssd_scan(*args, chunk_size=64))}, rounds=3)
+        t_seq, t_ssd = (statistics.median(times[k]) for k in ('sequential', 'ssd_scan'))
         what = 'forward+backward' if backward else 'forward'
         print(f"t={t:<5} {what:<17} sequential {t_seq * 1000:8.1f} ms, ssd_scan {t_ssd * 1000:7.1f} ms: "
               f"{t_seq / t_ssd:5.1f}x faster; max |diff| {err:.1e}")
@@ -127,7 +215,8 @@ def bench_memory():
 
 if __name__ == '__main__':
     only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
-    benches = dict(step=bench_step, dropout=bench_dropout, scan=bench_scan, memory=bench_memory)
+    benches = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
+                   scan=bench_scan, memory=bench_memory)
     if only and only not in benches:
         sys.exit(f"--only={only}: choose one of {', '.join(benches)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")

@@ -27,7 +27,8 @@ inverted dropout adds p/(1-p) sum_i W_ji^2 E[x_i^2] to Var[a_j]; VPAD only scale
 cross-covariances of x by (1 - p), so the pre-activation variance barely moves. mu is the
 per-coordinate mean over all tokens of the batch, taken without gradient.
 
-Contents, top to bottom: the dropout ops (vpad, inverted_dropout), RoPE, attention (full or
+Contents, top to bottom: the dropout ops (vpad_reference, the definition; vpad and
+inverted_dropout, the fast path), RoPE, attention (full or
 sliding window, RoPE or NoPE), SwiGLU MLP, the SSD selective scan and the Mamba2 mixer, the
 block and the model, and the train-vs-eval mismatch diagnostic (`python model.py` prints it).
 """
@@ -44,18 +45,43 @@ SITES = ('none', 'pre_norm', 'pre_linear', 'vpad')
 BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}
 
 # -----------------------------------------------------------------------------
-# Dropout ops.
-# On a CPU the cost of dropout is the random number generator, not the arithmetic (F.dropout on
-# 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes from 16-bit slices of 64-bit
-# random words (4 elements per draw), p is quantized to 1/65536, and the centring, masking and
-# scaling are fused into one kernel by torch.compile. The backward needs only the mask.
+# Dropout ops
+
+def vpad_reference(x, p):
+    """Training-mode VPAD by its definition; `vpad` below is the same op with a cheaper mask."""
+    mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)      # (1, .., 1, C) per coordinate
+    return mu + (torch.rand_like(x) >= p) * (x - mu) / math.sqrt(1 - p)
+
+# The fast path. On a CPU the cost of dropout is the random number generator, not the arithmetic
+# (F.dropout on 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes from 16-bit slices
+# of 64-bit random words (4 elements per draw, p quantized to 1/65536), the centring, masking and
+# scaling run as one kernel fused by torch.compile, and the backward keeps only the mask.
+
+USE_COMPILE = True   # False: the kernels run op by op, with the same numbers (tests and bench.py)
+
+def compiled(fn):
+    """fn fused by torch.compile, built on its first call (kept as .kernel). Inside a compiled model,
+    fn itself: the model's graph fuses it. With USE_COMPILE off, or without a working compiler
+    (torch.compile needs a C++ compiler on a CPU), fn op by op."""
+    def run(*args):
+        if not USE_COMPILE or torch.compiler.is_compiling():
+            return fn(*args)
+        if run.kernel is None:
+            run.kernel = torch.compile(fn, dynamic=True)
+        try:
+            return run.kernel(*args)
+        except torch._dynamo.exc.BackendCompilerFailed as e:
+            print(f"model.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); running it op by op")
+            run.kernel = fn
+            return fn(*args)
+    run.kernel = None
+    return run
 
 def _random_int16(x):
-    """One uniform int16 per element of x, drawn from torch's generator (so the run's seed and the
-    RNG state in a checkpoint fix every mask)."""
+    """One uniform int16 per element of x, from torch's generator, so the run's seed and the RNG
+    state in a checkpoint fix every mask. torch.randint, not Tensor.random_: Dynamo traces it."""
     n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
-    words.random_(-2**63, 2**63 - 1)
+    words = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
     return words.view(torch.int16)[:n].view(x.shape)
 
 def _quantize(p):
@@ -63,11 +89,13 @@ def _quantize(p):
     dropped = round(p * 65536)
     return dropped - 32768, dropped / 65536
 
+@compiled
 def _vpad_kernel(x, r, threshold: int, scale: float):
     keep = r >= threshold
-    mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)  # (1, .., 1, C) per coordinate
+    mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)      # (1, .., 1, C) per coordinate
     return mu + keep * (x - mu) * scale, keep
 
+@compiled
 def _dropout_kernel(x, r, threshold: int, scale: float):
     keep = r >= threshold
     return keep * x * scale, keep
@@ -87,28 +115,12 @@ class _MaskedScale(torch.autograd.Function):
         (keep,) = ctx.saved_tensors
         return grad * keep * ctx.scale, None, None, None, None
 
-_fused = {}          # kernel -> compiled kernel, built on first use
-USE_COMPILE = True   # set False (or let compile fail) for the eager kernels; same numbers
-
-def _kernel(fn):
-    if not USE_COMPILE or torch.compiler.is_compiling():   # inside a compiled model the outer graph fuses it
-        return fn
-    if fn not in _fused:
-        _fused[fn] = torch.compile(fn, dynamic=True)
-    return _fused[fn]
-
-def _masked_scale(x, p, fn, scale_of):
-    global USE_COMPILE
+def _masked_scale(x, p, kernel, scale):
     threshold, p_eff = _quantize(p)
     r = _random_int16(x)
-    try:
-        return _MaskedScale.apply(x, r, threshold, scale_of(p_eff), _kernel(fn))
-    except Exception as e:  # no working compiler: say so once, then run eagerly
-        if not USE_COMPILE:
-            raise
-        print(f"model.py: torch.compile of the dropout kernel failed ({type(e).__name__}); using eager")
-        USE_COMPILE = False
-        return _MaskedScale.apply(x, r, threshold, scale_of(p_eff), fn)
+    if torch.compiler.is_compiling():    # in a compiled model the graph fuses the kernel and derives its backward
+        return kernel(x, r, threshold, scale(p_eff))[0]
+    return _MaskedScale.apply(x, r, threshold, scale(p_eff), kernel)
 
 def vpad(x, p):
     """Training-mode VPAD: mu + m (x - mu) / sqrt(1 - p), mu = per-coordinate batch mean."""
@@ -136,12 +148,15 @@ class Dropout(nn.Module):
     def extra_repr(self):
         return f"p={self.p}, {'vpad' if self.affine else 'inverted'}"
 
-def site_dropouts(config):
-    """-> (D before each norm-fed linear layer, D on each sublayer output)."""
-    p, site = config.dropout, config.dropout_site
-    before_linear = Dropout(p, affine=(site == 'vpad')) if site in ('pre_linear', 'vpad') else nn.Identity()
-    on_residual = Dropout(p, affine=False) if site == 'pre_norm' else nn.Identity()
-    return before_linear, on_residual
+def input_dropout(config):
+    """The D before a linear layer that reads a normalization output: 'pre_linear' and 'vpad'."""
+    if config.dropout_site in ('pre_linear', 'vpad'):
+        return Dropout(config.dropout, affine=config.dropout_site == 'vpad')
+    return nn.Identity()
+
+def residual_dropout(config):
+    """The D on each sublayer's output: 'pre_norm'."""
+    return Dropout(config.dropout, affine=False) if config.dropout_site == 'pre_norm' else nn.Identity()
 
 # -----------------------------------------------------------------------------
 # Config
@@ -222,7 +237,7 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.c_proj.residual_out = True
-        self.drop_in, _ = site_dropouts(config)
+        self.drop_in = input_dropout(config)
 
     def forward(self, x):                      # x = N(residual): (B, T, C)
         B, T, C = x.shape
@@ -245,7 +260,7 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 2 * hidden, bias=False)
         self.c_proj = nn.Linear(hidden, config.n_embd, bias=False)
         self.c_proj.residual_out = True
-        self.drop_in, _ = site_dropouts(config)
+        self.drop_in = input_dropout(config)
 
     def forward(self, x):                      # x = N(residual): (B, T, C)
         gate, up = self.c_fc(self.drop_in(x)).chunk(2, dim=-1)
@@ -260,8 +275,9 @@ class MLP(nn.Module):
 # one state per chunk, so cost and memory are linear in t.
 
 def ssd_scan_sequential(x, dt, A, B, C):
-    """The recurrence as a plain loop over time; the reference for ssd_scan."""
+    """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
     b, t, h, p = x.shape
+    B, C = (u.repeat_interleave(h // u.shape[2], dim=2) for u in (B, C))    # (b, t, h, n): head i reads group i // (h/g)
     state = x.new_zeros(b, h, p, B.shape[-1])
     ys = []
     for i in range(t):
@@ -270,57 +286,144 @@ def ssd_scan_sequential(x, dt, A, B, C):
         ys.append(torch.einsum('bhpn,bhn->bhp', state, C[:, i]))
     return torch.stack(ys, dim=1), state
 
-def segsum(a):
-    """a: (..., l) -> (..., l, l) with out[i, j] = a[j+1] + .. + a[i] for i >= j and -inf above the
-    diagonal. Masking before the cumulative sum keeps it exact (no difference of large sums)."""
+def decay_matrix_t(a):
+    """a: (..., l) log decays <= 0 -> Lt: (..., l, l), a chunk's decay matrix transposed:
+    Lt[j, i] = exp(a[j+1] + .. + a[i]) for i >= j, and 1 below the diagonal (callers multiply by an
+    upper-triangular matrix). A running product of exp(a) along each row: never a difference of two
+    large cumulative sums, so it is exact to a few ulp at any chunk length (the role of mamba's
+    `segsum`), and on a CPU 2x faster than segsum's masked cumsum and exp over (l, l)."""
     l = a.shape[-1]
-    a = a[..., None].expand(*a.shape, l)                                     # (..., l, l): a[i] in row i
-    below = torch.tril(torch.ones(l, l, dtype=torch.bool, device=a.device), diagonal=-1)
-    s = torch.cumsum(a.masked_fill(~below, 0), dim=-2)
-    return s.masked_fill(~torch.tril(torch.ones_like(below)), -torch.inf)
+    above = torch.ones(l, l, device=a.device, dtype=a.dtype).triu_(1)         # (l, l): 1 where i > j
+    return torch.addcmul(1 - above, a.exp()[..., None, :], above).cumprod_(-1)   # exp(a[i]) in column i > j
+
+class _ChunkedScan(torch.autograd.Function):
+    """ssd_scan on inputs padded to whole chunks and cast. The backward is written out and rebuilds
+    each chunk's intermediates from the inputs, so autograd keeps only the inputs and one state per
+    chunk: no (l x l) matrix and no copy of x (bench.py's saved-memory section measures it).
+    Layouts: token-major X = dt x (b, c, l, h, p), as x, for the products with B and C, which all
+    heads of a group share; head-major Xh (b, c, h, l, p) for the per-head (l x l) products; B, C as
+    (b, c, g, l, n); states as (b, c, g, r p, n), the r = h/g heads of a group stacked in the rows."""
+
+    @staticmethod
+    def chunks(x, dt, A, B, C, l):
+        """The per-chunk tensors both passes start from."""
+        b, T, h, p = x.shape
+        g, n = B.shape[-2:]
+        c = T // l
+        X = (x * dt[..., None]).view(b, c, l, h, p)                               # dt_t x_t
+        Xh = X.transpose(2, 3).contiguous()                                       # (b, c, h, l, p)
+        a = (dt * A).view(b, c, l, h).transpose(2, 3).contiguous()                # (b, c, h, l): log decay
+        a_cum = a.cumsum(-1)
+        to_end = torch.exp(a_cum[..., -1:] - a_cum).transpose(2, 3)[..., None]    # (b, c, l, h, 1)
+        from_start = torch.exp(a_cum).transpose(2, 3)[..., None]                  # (b, c, l, h, 1)
+        Bc, Cc = (u.view(b, c, l, g, n).transpose(2, 3) for u in (B, C))          # (b, c, g, l, n)
+        CBt = (Bc @ Cc.transpose(-1, -2)).triu_()          # (b, c, g, l, l): B_j.C_i once per group, not per head
+        return X, Xh, a, to_end, from_start, Bc, Cc, CBt
+
+    @staticmethod
+    def forward(ctx, x, dt, A, B, C, l):
+        b, T, h, p = x.shape
+        g, n = B.shape[-2:]
+        c, r = T // l, h // g
+        X, Xh, a, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
+        # 1. within each chunk: y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
+        Mt = decay_matrix_t(a)                                                    # (b, c, h, l, l)
+        Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
+        Yh = Mt.transpose(-1, -2) @ Xh                                            # (b, c, h, l, p)
+        # 2. the state each chunk writes, as seen at its end
+        Xd = (X * to_end).view(b, c, l, g, r * p).transpose(2, 3)                 # (b, c, g, l, r p)
+        chunk_states = Xd.transpose(-1, -2) @ Bc                                  # (b, c, g, r p, n)
+        # 3. between chunks: a recurrence over c states, linear in the number of chunks
+        chunk_decay = from_start[:, :, -1].view(b, c, g, r, 1, 1)                 # exp(a_cum[-1])
+        states = [x.new_zeros(b, g, r, p, n)]
+        for i in range(c):
+            states.append(chunk_decay[:, i] * states[-1] + chunk_states[:, i].view(b, g, r, p, n))
+        S = torch.stack(states, dim=1).view(b, c + 1, g, r * p, n)   # S[:, i] enters chunk i, S[:, c] is final
+        # 4. what the incoming state contributes inside each chunk, plus step 1's output
+        y = (Cc @ S[:, :c].transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
+        y.mul_(from_start).add_(Yh.transpose(2, 3))
+        ctx.save_for_backward(x, dt, A, B, C, S)
+        ctx.l = l
+        return y.reshape(b, T, h, p), S[:, c].reshape(b, h, p, n)
+
+    @staticmethod
+    def backward(ctx, dy, d_final):
+        x, dt, A, B, C, S = ctx.saved_tensors
+        b, T, h, p = x.shape
+        g, n = B.shape[-2:]
+        l = ctx.l
+        c, r = T // l, h // g
+        X, Xh, a, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
+        dy = dy.view(b, c, l, h, p)
+        S_in = S[:, :c]                                                            # (b, c, g, r p, n)
+        # 4. y += (C S_in^T) exp(a_cum)
+        Z = (Cc @ S_in.transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
+        dZ = dy * from_start                                                      # (b, c, l, h, p)
+        d_cum = (dZ * Z).sum(-1)                                                  # (b, c, l, h): d a_cum
+        dZ = dZ.view(b, c, l, g, r * p).transpose(2, 3)                           # (b, c, g, l, r p)
+        dC = dZ @ S_in                                                            # (b, c, g, l, n)
+        dS_in = (dZ.transpose(-1, -2) @ Cc).view(b, c, g, r, p, n)
+        # 3. the recurrence backwards: S[i+1] = decay_i S[i] + chunk_states_i
+        chunk_decay = from_start[:, :, -1].view(b, c, g, r, 1, 1)
+        S = S.view(b, c + 1, g, r, p, n)
+        carry = x.new_zeros(b, g, r, p, n) if d_final is None else d_final.view(b, g, r, p, n)   # d S[i+1]
+        d_states, d_decay = [None] * c, [None] * c
+        for i in reversed(range(c)):
+            d_states[i] = carry
+            d_decay[i] = (carry * S[:, i]).sum((-2, -1))                           # (b, g, r)
+            carry = dS_in[:, i] + chunk_decay[:, i] * carry
+        d_states = torch.stack(d_states, dim=1).view(b, c, g, r * p, n)
+        d_cum[:, :, -1] += torch.stack(d_decay, dim=1).view(b, c, h) * chunk_decay.view(b, c, h)
+        # 2. chunk_states = (X exp(a_cum[-1] - a_cum))^T B
+        Xd = (X * to_end).view(b, c, l, g, r * p).transpose(2, 3)                 # (b, c, g, l, r p)
+        dB = Xd @ d_states                                                        # (b, c, g, l, n)
+        dXd = (Bc @ d_states.transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
+        d_to_end = (dXd * X).sum(-1) * to_end[..., 0]                             # (b, c, l, h)
+        d_cum -= d_to_end
+        d_cum[:, :, -1] += d_to_end.sum(2)
+        dX = dXd.mul_(to_end)                                                     # (b, c, l, h, p)
+        # 1. Yh = Mt^T Xh, Mt = Lt * CBt. With M[i, j] = CB[i, j] exp(S[i, j]), S[i, j] = a[j+1] + .. + a[i]:
+        # dS = dM * M, and a[k] is in S[i, j] iff j < k <= i, so
+        # da[k] = (sum of dS over columns j < k) - (sum over rows i < k)
+        dYh = dy.transpose(2, 3).contiguous()                                     # (b, c, h, l, p)
+        Mt = decay_matrix_t(a)                                                    # Lt for now
+        dMt = (Xh @ dYh.transpose(-1, -2)).mul_(Mt)                               # (b, c, h, l, l): dM * L
+        dCBt = dMt.view(b, c, g, r, l, l).sum(3).triu_()                          # (b, c, g, l, l)
+        Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
+        dX += (Mt @ dYh).transpose(2, 3)
+        dB += dCBt @ Cc
+        dC += dCBt.transpose(-1, -2) @ Bc
+        dSt = dMt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None]).view(b, c, h, l, l)   # dM * M
+        da = F.pad((dSt.sum(-1) - dSt.sum(-2)).cumsum(-1)[..., :-1], (1, 0))     # (b, c, h, l)
+        # a_cum = cumsum(a): a[k] is in a_cum[m] for m >= k
+        da += d_cum.transpose(2, 3).flip(-1).cumsum(-1).flip(-1)
+        # X = x dt, a = dt A
+        dt = dt.view(b, c, l, h)
+        dx = (dX * dt[..., None]).reshape(b, T, h, p)
+        d_dt = (dX * x.view(b, c, l, h, p)).sum(-1) + da.transpose(2, 3) * A      # (b, c, l, h)
+        dA = (da.transpose(2, 3) * dt).sum((0, 1, 2))
+        dB, dC = (u.transpose(2, 3).reshape(b, T, g, n) for u in (dB, dC))
+        return dx, d_dt.view(b, T, h), dA, dB, dC, None
 
 def ssd_scan(x, dt, A, B, C, chunk_size):
-    """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, h, n).
-    -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0,
-    which neither decays nor writes the state, so padding is exact."""
+    """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
+    with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
+    Mamba2 mixer has g = 1, one B, C shared by all heads, and C_i.B_j is then computed once per
+    chunk, not once per head. -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or
+    fp64). Any t: the tail is zero-padded with dt = 0, which neither decays nor writes the state, so
+    padding is exact."""
     b, t, h, p = x.shape
+    assert h % B.shape[2] == 0, f"B, C have {B.shape[2]} groups, which must divide the {h} heads"
     out_dtype = x.dtype
-    dtype = torch.promote_types(x.dtype, torch.float32)     # fp32 at least (fp64 stays fp64)
+    dtype = torch.promote_types(x.dtype, torch.float32)  # fp32 at least (fp64 stays fp64)
     with torch.autocast(device_type=x.device.type, enabled=False):
         x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
-        l = chunk_size
-        pad = (-t) % l
+        pad = (-t) % chunk_size
         if pad:
             x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
             dt = F.pad(dt, (0, 0, 0, pad))
-        c = (t + pad) // l
-        X = (x * dt[..., None]).view(b, c, l, h, p)                            # dt_t x_t
-        B, C = B.view(b, c, l, h, -1), C.view(b, c, l, h, -1)
-        a = (dt * A).view(b, c, l, h).permute(0, 3, 1, 2)                     # (b, h, c, l): log decay
-        a_cum = torch.cumsum(a, dim=-1)                                         # (b, h, c, l)
-
-        # 1. within each chunk: y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
-        L = torch.exp(segsum(a).clamp(max=0))                                   # (b, h, c, l, l)
-        y = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
-
-        # 2. the state each chunk writes, as seen at its end
-        decay_to_end = torch.exp((a_cum[..., -1:] - a_cum).clamp(max=0))       # (b, h, c, l)
-        chunk_states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_to_end, X)  # (b, c, h, p, n)
-
-        # 3. between chunks: a recurrence over c states, linear in the number of chunks
-        chunk_decay = torch.exp(a_cum[..., -1]).permute(0, 2, 1)[..., None, None]   # (b, c, h, 1, 1)
-        state = x.new_zeros(b, h, p, B.shape[-1])
-        states_in = []
-        for i in range(c):
-            states_in.append(state)                                             # state entering chunk i
-            state = chunk_decay[:, i] * state + chunk_states[:, i]
-        states_in = torch.stack(states_in, dim=1)                               # (b, c, h, p, n)
-
-        # 4. what the incoming state contributes inside each chunk
-        decay_from_start = torch.exp(a_cum)                                     # (b, h, c, l)
-        y = y + torch.einsum('bclhn,bchpn,bhcl->bclhp', C, states_in, decay_from_start)
-        y = y.reshape(b, c * l, h, p)[:, :t]
-    return y.to(out_dtype), state
+        y, state = _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
+    return y[:, :t].to(out_dtype), state
 
 # -----------------------------------------------------------------------------
 # Mamba2 mixer
@@ -332,8 +435,7 @@ class GatedRMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
     def forward(self, y, z):
-        y = y * F.silu(z)
-        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return F.rms_norm(y * F.silu(z), (y.shape[-1],), self.weight, self.eps)   # one fused op saves two copies
 
 class Mamba2(nn.Module):
     def __init__(self, config):
@@ -352,8 +454,8 @@ class Mamba2(nn.Module):
         self.norm = GatedRMSNorm(d_inner)
         self.out_proj = nn.Linear(d_inner, config.n_embd, bias=False)
         self.out_proj.residual_out = True
-        self.drop_in, _ = site_dropouts(config)
-        self.drop_out_proj, _ = site_dropouts(config)   # out_proj also reads a norm's output
+        self.drop_in = input_dropout(config)
+        self.drop_out_proj = input_dropout(config)      # out_proj also reads a norm's output
 
     def forward(self, u):                      # u = N(residual): (B, T, C)
         Bsz, T, _ = u.shape
@@ -364,8 +466,7 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        B, C = (t[:, :, None, :].expand(Bsz, T, h, n) for t in (B, C))           # shared by the heads
-        y, _ = ssd_scan(x, dt, A, B, C, self.chunk_size)                         # (B, T, h, p)
+        y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); B, C: one group
         y = y + x * self.D[:, None]
         y = self.norm(y.reshape(Bsz, T, self.d_inner), z)
         return self.out_proj(self.drop_out_proj(y))
@@ -379,7 +480,7 @@ class Block(nn.Module):
         super().__init__()
         self.kind = config.layer_kind(i)
         self.norm_1 = nn.RMSNorm(config.n_embd, eps=1e-5)
-        _, self.drop_res = site_dropouts(config)
+        self.drop_res = residual_dropout(config)
         if self.kind == 'A':
             nth_attention = sum(config.layer_kind(j) == 'A' for j in range(i + 1))
             global_nope = config.nope_every > 0 and nth_attention % config.nope_every == 0
@@ -428,9 +529,11 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, targets=None):
-        """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there.
-        -> (logits, loss). The LM head runs only where a target is set: logits is (N, vocab) for
-        the N positions with targets != -1, in row-major order. Without targets, logits is
+        """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
+        the mean cross-entropy over the positions with a target. The LM head runs only where a
+        target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
+        order. Under torch.compile it runs on every position instead, logits (B*T, vocab), since a
+        selection whose size depends on the data would split the graph. Without targets, logits is
         (B, 1, vocab) for the last position and loss is None."""
         x = self.wte(idx)                                     # (B, T, C)
         for block in self.blocks:
@@ -438,9 +541,14 @@ class GPT(nn.Module):
         x = self.norm_f(x)
         if targets is None:
             return F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
-        sel = targets != -1
-        logits = F.linear(x[sel], self.wte.weight)                  # (N, V)
-        loss = F.cross_entropy(logits.float(), targets[sel], reduction='sum') / max(int(sel.sum()), 1)
+        n_targets = (targets != -1).sum().clamp(min=1)
+        if torch.compiler.is_compiling():
+            x, targets = x.flatten(0, 1), targets.flatten()         # (B*T, C), (B*T,)
+        else:
+            sel = targets != -1
+            x, targets = x[sel], targets[sel]                       # (N, C), (N,)
+        logits = F.linear(x, self.wte.weight)
+        loss = F.cross_entropy(logits.float(), targets, ignore_index=-1, reduction='sum') / n_targets
         return logits, loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
@@ -482,23 +590,39 @@ class GPT(nn.Module):
 # -----------------------------------------------------------------------------
 # The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)
 
+def _shift_and_ratio(stats):
+    """[(mu, var) per coordinate: eval first, then one per mask] -> (mean_shift, var_ratio), with
+    the train statistics averaged over the masks."""
+    (mu_e, var_e), *train = stats
+    mu_t = torch.stack([m for m, _ in train]).mean(0)
+    var_t = torch.stack([v for _, v in train]).mean(0)
+    return (((mu_t - mu_e).pow(2).mean() / var_e.mean()).sqrt().item(),
+            (var_t / var_e.clamp(min=1e-12)).mean().item())
+
 @torch.no_grad()
 def dropout_mismatch(model, idx, n_masks=8, seed=0):
     """Run the same batch in eval mode and in train mode (n_masks times, averaging the statistics
-    over masks, so what remains is the systematic effect of the noise, not one mask's luck). At the
-    input of every linear layer report, with mu and var per coordinate over all tokens:
+    over masks, so what remains is the systematic effect of the noise, not one mask's luck). For
+    every linear layer report, with mu and var per coordinate over all tokens, at its input:
       mean_shift = RMS_i (mu_train_i - mu_eval_i) / RMS_i sd_eval_i   (0 = mean preserved)
       var_ratio  = mean_i var_train_i / var_eval_i                    (1 = variance preserved)
-    -> list of dicts {layer, proj, mean_shift, var_ratio}, in forward order."""
+    and the same two at its output, the pre-activations the next nonlinearity sees
+    (pre_act_mean_shift, pre_act_var_ratio): what VPAD keeps, where inverted dropout inflates the
+    variance by p/(1-p) sum_i W_ji^2 E[x_i^2].
+    -> list of dicts {layer, proj, mean_shift, var_ratio, pre_act_mean_shift, pre_act_var_ratio},
+    in forward order."""
     stats = {}
 
+    def moments(t):
+        t = t.float().reshape(-1, t.shape[-1])                          # (tokens, features)
+        return t.mean(0), t.var(0)
+
     def hook(name):
-        def fn(module, args):
-            x = args[0].float().reshape(-1, args[0].shape[-1])          # (tokens, C_in)
-            stats.setdefault(name, []).append((x.mean(0), x.var(0)))
+        def fn(module, args, out):
+            stats.setdefault(name, []).append((moments(args[0]), moments(out)))
         return fn
 
-    handles = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     was_training = model.training
     try:
         model.eval()(idx)
@@ -510,12 +634,12 @@ def dropout_mismatch(model, idx, n_masks=8, seed=0):
         for h in handles:
             h.remove()
     rows = []
-    for name, ((mu_e, var_e), *train) in stats.items():
-        mu_t = torch.stack([m for m, _ in train]).mean(0)
-        var_t = torch.stack([v for _, v in train]).mean(0)
+    for name, runs in stats.items():
+        shift, ratio = _shift_and_ratio([i for i, _ in runs])
+        pre_shift, pre_ratio = _shift_and_ratio([o for _, o in runs])
         rows.append({'layer': int(name.split('.')[1]), 'proj': name.split('.', 2)[2],
-                     'mean_shift': ((mu_t - mu_e).pow(2).mean() / var_e.mean()).sqrt().item(),
-                     'var_ratio': (var_t / var_e.clamp(min=1e-12)).mean().item()})
+                     'mean_shift': shift, 'var_ratio': ratio,
+                     'pre_act_mean_shift': pre_shift, 'pre_act_var_ratio': pre_ratio})
     return rows
 
 if __name__ == '__main__':
@@ -543,9 +667,11 @@ if __name__ == '__main__':
         m = GPT(GPTConfig(**{**cfg, 'dropout_site': site}))
         m.load_state_dict(state)
         tables[site] = dropout_mismatch(m, idx)
-    print(f"\ntrain-vs-eval mismatch at each linear layer's input: {what}, dropout={cfg['dropout']}, batch {tuple(idx.shape)}")
-    print("shift = RMS_i (mu_train - mu_eval)_i / RMS_i sd_eval_i (0 = mean kept); var = mean_i var_train_i / var_eval_i (1 = kept)")
-    print(f"{'layer.input of':<16}" + "".join(f"{s + ' shift':>17}{s + ' var':>15}" for s in SITES))
-    for i, r in enumerate(tables['none']):
-        print(f"{str(r['layer']) + '.' + r['proj']:<16}"
-              + "".join(f"{tables[s][i]['mean_shift']:17.4f}{tables[s][i]['var_ratio']:15.3f}" for s in SITES))
+    for where, (shift, var) in (("input", ('mean_shift', 'var_ratio')),
+                                ("output (pre-activation)", ('pre_act_mean_shift', 'pre_act_var_ratio'))):
+        print(f"\ntrain-vs-eval mismatch at each linear layer's {where}: {what}, dropout={cfg['dropout']}, batch {tuple(idx.shape)}")
+        print("shift = RMS_i (mu_train - mu_eval)_i / RMS_i sd_eval_i (0 = mean kept); var = mean_i var_train_i / var_eval_i (1 = kept)")
+        print(f"{'layer.' + where.split()[0] + ' of':<16}" + "".join(f"{s + ' shift':>17}{s + ' var':>15}" for s in SITES))
+        for i, r in enumerate(tables['none']):
+            print(f"{str(r['layer']) + '.' + r['proj']:<16}"
+                  + "".join(f"{tables[s][i][shift]:17.4f}{tables[s][i][var]:15.3f}" for s in SITES))

@@ -16,7 +16,7 @@ nope_every = 4
 dropout = 0.1
 dropout_site = 'vpad'
 weight_decay = 0.0
-batch_size = 8
+batch_size = 8                    # bench.py --only=saved: ~0.19 GiB per layer per 4096-token row in bf16, 12 x 8 rows ~20 GB
 gradient_accumulation_steps = 8   # 8 x 8 x 4096 = 262K tokens per step, whatever the GPU count
 learning_rate = 6e-4
 max_iters = 20000
