@@ -214,9 +214,14 @@ def bench_memory():
 
 
 if __name__ == '__main__':
-    only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
     benches = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
                    scan=bench_scan, memory=bench_memory)
+    if any(a in ('-h', '--help') for a in sys.argv[1:]):
+        print(__doc__.strip())
+        sys.exit(0)
+    if any(not a.startswith('--only=') for a in sys.argv[1:]):
+        sys.exit(f"usage: python bench.py [--only=SECTION], SECTION one of {', '.join(benches)}")
+    only = next((a.split('=', 1)[1] for a in sys.argv[1:]), None)
     if only and only not in benches:
         sys.exit(f"--only={only}: choose one of {', '.join(benches)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
