@@ -312,7 +312,8 @@ def step_curves(runs):
     for (arm, task, m), by_iter in per_run.items():
         n_seeds = max(len(v) for v in by_iter.values())
         points = {it: sum(v.values()) / len(v) for it, v in sorted(by_iter.items()) if len(v) == n_seeds}
-        curves.setdefault(arm, {}).setdefault(task, {})[m] = points
+        if len(points) > 1:         # the quick eval's multiples, not those measured only at the end
+            curves.setdefault(arm, {}).setdefault(task, {})[m] = points
     return curves
 
 

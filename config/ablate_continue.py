@@ -3,7 +3,8 @@
 # again is the control. Does dropout added late recover extrapolation?
 #   python ablate.py config/ablate_sites.py --arms=none     # first, if not done yet
 #   python ablate.py config/ablate_continue.py
-# TIME_NOTE
+# Time on a 2-core CPU, estimated (not yet run): 500 steps ~2.5 min + ~75 s of final eval per
+# run; 12 runs ~45 min, after the `none` runs of the sites study.
 base_config = 'config/vpad.py'
 common = {
     'init_from': 'out/ablate_sites/none/seed{seed}',   # weights only: fresh optimizer and schedule

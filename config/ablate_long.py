@@ -1,10 +1,11 @@
-# Claim 1 (length generalization can deteriorate during training): no dropout and VPAD trained 4x
+# Claim 1 (length generalization can deteriorate during training): no dropout and VPAD trained 3x
 # longer than the sites study, with the quick length eval logged often; accuracy_vs_step.png shows
 # whether extrapolation rises and then falls.
 #   python ablate.py config/ablate_long.py
-# TIME_NOTE
+# Time on a 2-core CPU, estimated (not yet run): 7500 steps ~36 min + quick evals (up to 64x)
+# every 500 steps + final eval, ~40 min per run; 4 runs ~2.7 h.
 base_config = 'config/vpad.py'
-common = {'max_iters': 10000, 'eval_interval': 500, 'eval_multiples': '1,4,16,64'}
+common = {'max_iters': 7500, 'eval_interval': 500, 'eval_multiples': '1,4,16,64'}
 arms = {
     'none': {'dropout_site': 'none'},
     'vpad': {'dropout_site': 'vpad'},

@@ -1,7 +1,10 @@
 # The dropout-site study (claims 2-4) with the weight-decay arms (claim 1), on the main run's
 # transformer (sliding window + NoPE, 128-token training, config/vpad.py):
 #   python ablate.py config/ablate_sites.py
-# TIME_NOTE
+# Time on a 2-core CPU, estimated from measured parts (the full grid has not been run yet): one
+# 2500-step run of config/vpad.py took 11 min 52 s and its final eval (100 examples x 7 lengths)
+# ~75 s, so 18 runs take ~4 h (--workers=2 trained a small grid 1.09x faster than --workers=1).
+# Trained task: niah_single only; a task that needs the key did not learn in a CPU budget (README).
 base_config = 'config/vpad.py'
 common = {}
 arms = {
