@@ -5,7 +5,7 @@
 #   python ablate.py config/ablate_continue.py
 # Time on a 2-core CPU, estimated (not yet run): 500 steps ~2.5 min + ~75 s of final eval per
 # run; 12 runs ~45 min, after the `none` runs of the sites study.
-base_config = 'config/vpad.py'
+exec(open('config/ablate_sites.py').read())
 common = {
     'init_from': 'out/ablate_sites/none/seed{seed}',   # weights only: fresh optimizer and schedule
     'max_iters': 500,
@@ -13,13 +13,5 @@ common = {
     'learning_rate': 1e-3,
     'eval_interval': 100,
 }
-arms = {
-    'none': {'dropout_site': 'none'},
-    'pre_norm': {'dropout_site': 'pre_norm'},
-    'pre_linear': {'dropout_site': 'pre_linear'},
-    'vpad': {'dropout_site': 'vpad'},
-}
-seeds = '1,2,3'
+arms = {name: arms[name] for name in ('none', 'pre_norm', 'pre_linear', 'vpad')}
 out_dir = 'out/ablate_continue'
-multiples = '1,2,4,8,16,32,64'
-num_samples = 100

@@ -4,13 +4,8 @@
 #   python ablate.py config/ablate_long.py
 # Time on a 2-core CPU, estimated (not yet run): 7500 steps ~36 min + quick evals (up to 64x)
 # every 500 steps + final eval, ~40 min per run; 4 runs ~2.7 h.
-base_config = 'config/vpad.py'
+exec(open('config/ablate_sites.py').read())
 common = {'max_iters': 7500, 'eval_interval': 500, 'eval_multiples': '1,4,16,64'}
-arms = {
-    'none': {'dropout_site': 'none'},
-    'vpad': {'dropout_site': 'vpad'},
-}
+arms = {name: arms[name] for name in ('none', 'vpad')}
 seeds = '1,2'
 out_dir = 'out/ablate_long'
-multiples = '1,2,4,8,16,32,64'
-num_samples = 100
