@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 
-import torch
 
 # -----------------------------------------------------------------------------
 base_config = 'config/vpad.py'   # the train.py config every run starts from
@@ -51,7 +50,8 @@ import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
 
 # settings that change how a run is executed or logged, not what it learns: a rerun may change them
-NOT_THE_RUN = {'init_from', 'device', 'compile', 'dtype', 'log_interval', 'eval_batch_size', 'peak_flops'}
+NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
+               'eval_iters', 'eval_tasks', 'eval_multiples', 'final_multiples', 'eval_samples', 'eval_batch_size'}
 
 
 def flags(overrides, seed):
@@ -73,7 +73,7 @@ def split_argv(argv, study_keys, train_keys):
         elif key is None or key in study_keys or key in ('help', ''):
             own.append(arg)
         elif key in train_keys:
-            passed.append(arg)
+            passed.append(arg)                # '{seed}' in it is filled in per run, as in a config's overrides
         else:
             raise SystemExit("config error: " + unknown_key(key, list(study_keys) + list(train_keys)))
     return own, passed, selected
@@ -112,18 +112,15 @@ def plan(cfg, passed, selected, train_settings):
             fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
         for seed in seed_list:
             run_dir = os.path.join(cfg['out_dir'], arm, f'seed{seed}')
-            argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed), *passed,
-                    f'--seed={seed}', f'--out_dir={run_dir}']
+            argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed),
+                    *(p.replace('{seed}', str(seed)) for p in passed), f'--seed={seed}', f'--out_dir={run_dir}']
             try:  # the exact settings train.py will use, checked as train.py checks them
                 with contextlib.redirect_stdout(io.StringIO()):
                     run_cfg = configure(train_settings, argv)
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
-            if run_cfg['init_from'] not in ('scratch', 'resume') and not os.path.exists(run_cfg['init_from']):
-                fail(f"arm '{arm}', seed {seed}: init_from={run_cfg['init_from']!r} does not exist yet; "
-                     f"run the study it comes from first")
             try:
-                train.check_config(run_cfg)
+                train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg})
@@ -148,6 +145,19 @@ def state(run):
     logged = train.read_log(os.path.join(run['dir'], 'log.jsonl'), wanted['max_iters']) \
         if os.path.exists(os.path.join(run['dir'], 'log.jsonl')) else []
     return 'done' if any(r['iter'] == wanted['max_iters'] for r in logged) else 'partial'
+
+
+def check_sources(runs):
+    """A pending run that starts from another run's weights needs that run finished."""
+    for run in runs:
+        source = run['cfg']['init_from']
+        if run['state'] == 'done' or source in ('scratch', 'resume'):
+            continue
+        path = train.init_path(source)
+        done = os.path.isfile(path) and (lambda c: c['iter_num'] >= c['config']['max_iters'])(train.load_checkpoint(path))
+        if not done:
+            raise SystemExit(f"config error: arm '{run['arm']}', seed {run['seed']}: init_from={source!r} is not a "
+                             f"finished run yet; run the study it comes from first")
 
 
 def command(run, resume):
@@ -180,7 +190,7 @@ def train_grid(runs, workers):
     its run dir. -> the runs that failed."""
     pending = [r for r in runs if r['state'] != 'done']
     threads = max(1, (os.cpu_count() or 1) // workers)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
     running, failed, n_done = [], [], len(runs) - len(pending)
     t0, last_status = time.time(), time.time()
     print(f"grid: {len(runs)} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
@@ -202,7 +212,7 @@ def train_grid(runs, workers):
             running.remove(run)
             run['log'].close()
             minutes = (time.time() - run['t0']) / 60
-            if run['proc'].returncode == 0:
+            if run['proc'].returncode == 0 and state(run) == 'done':
                 n_done += 1
                 run['state'] = 'done'
                 print(f"[{run['arm']} seed {run['seed']}] done in {minutes:.1f} min")
@@ -220,14 +230,16 @@ def train_grid(runs, workers):
     return failed
 
 
-def evaluate(runs, mults, n, device):
+def evaluate(runs, mults, n):
     """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings."""
     for run in runs:
         if run['state'] != 'done':
             continue
         path = os.path.join(run['dir'], 'ablate_eval.json')
-        tasks = [t for t in run['cfg']['eval_tasks'].split(',') if t.strip()] or None
-        key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0}
+        tasks = [t.strip() for t in run['cfg']['eval_tasks'].split(',') if t.strip()] or None
+        device = eval_lengths.pick_device(run['cfg']['device'])
+        key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
+               'device': device.split(':')[0]}
         if os.path.exists(path):
             with open(path) as f:
                 cached = json.load(f)
@@ -355,6 +367,8 @@ def main(argv):
     runs = plan(cfg, passed, selected, train_settings)
     for run in runs:
         run['state'] = state(run)
+    check_sources(runs)
+    prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
         pending = [r for r in runs if r['state'] != 'done']
         print(f"# {len(pending)} pending of {len(runs)} runs; each is independent (run them in any order, anywhere "
@@ -362,12 +376,10 @@ def main(argv):
         for run in pending:
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
     else:
-        prepare_data(runs)
         failed = train_grid(runs, cfg['workers'])
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
-    device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    evaluate(runs, eval_lengths.parse_multiples('multiples', cfg['multiples']), cfg['num_samples'], device)
+    evaluate(runs, eval_lengths.parse_multiples('multiples', cfg['multiples']), cfg['num_samples'])
     results = summarize(runs, cfg, argv)
     os.makedirs(cfg['out_dir'], exist_ok=True)
     sample_data.write_atomic(os.path.join(cfg['out_dir'], 'results.json'), json.dumps(results, indent=1).encode())

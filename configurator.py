@@ -89,7 +89,7 @@ def configure(settings, argv):
             if '=' not in arg and isinstance(config.get(arg[2:]), bool):
                 arg += '=True'                      # --dry_run means --dry_run=True
             if '=' not in arg:
-                _fail(f"'{arg}': write overrides as --key=value")
+                _fail(unknown_key(arg[2:], config) if arg[2:] not in config else f"'{arg}': write overrides as --key=value")
             key, raw = arg[2:].split('=', 1)
             if key not in config:
                 _fail(unknown_key(key, config))

@@ -247,13 +247,13 @@ def plot_results(records, path):
 
 def check_args(cfg):
     """-> (runs, task names or None for 'trained', multiples); one-line errors for bad input."""
-    runs = [r for r in cfg['out_dir'].split(',') if r.strip()]
+    runs = [r.strip() for r in cfg['out_dir'].split(',') if r.strip()]
     if not runs:
         raise SystemExit("config error: out_dir is empty: give a run dir, e.g. --out_dir=out/vpad")
     for key in ('num_samples', 'batch_size'):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
-    task_names = [t for t in cfg['tasks'].split(',') if t.strip()]
+    task_names = [t.strip() for t in cfg['tasks'].split(',') if t.strip()]
     if not task_names:
         raise SystemExit("config error: tasks is empty: give task names, or 'trained' for the tasks each run trained on")
     if task_names == ['trained']:

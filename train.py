@@ -145,7 +145,7 @@ def check_config(cfg):
             if cfg['block_size'] < sample_data.min_length(t, tok):
                 raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
                                  f"({sample_data.min_length(t, tok)} tokens)")
-        eval_tasks = [t for t in cfg['eval_tasks'].split(',') if t.strip()] or trained
+        eval_tasks = [t.strip() for t in cfg['eval_tasks'].split(',') if t.strip()] or trained
         for t in eval_tasks:
             if t not in sample_data.TASKS:
                 raise ValueError(f"eval_tasks: unknown task {t!r}; tasks are {', '.join(sample_data.TASKS)}")
@@ -300,7 +300,10 @@ def start_model(cfg, tok, device):
         model.load_state_dict(ckpt['model'])
         if init_from == 'resume':
             iter_num, best_val_loss, resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
-            print(f"resumed from {path} at iter {iter_num}")
+            changed = [k for k in cfg if k not in ('init_from', 'max_iters') and ckpt['config'].get(k) != cfg[k]]
+            print(f"resumed from {path} at iter {iter_num}" + (
+                f"; note: settings changed since, so this is not the run an uninterrupted one would be: "
+                + ", ".join(f"{k}={ckpt['config'].get(k)!r} -> {cfg[k]!r}" for k in changed) if changed else ""))
         else:
             notes = {'init_from': os.path.abspath(path), 'init_iter': ckpt['iter_num']}
             print(f"initialized from {path} (iter {ckpt['iter_num']}): weights only, fresh optimizer")
@@ -315,13 +318,10 @@ def start_model(cfg, tok, device):
 
 
 def open_log(out_dir, resumed, iter_num):
-    """A fresh run refuses an out_dir that holds a checkpoint (it would be overwritten); a resumed
-    run drops what was logged after its checkpoint, in an atomic rewrite."""
+    """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
+    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, logged iters)"""
     ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
-    if not resumed:
-        if os.path.exists(ckpt_path):
-            raise SystemExit(f"{out_dir} already holds a run ({ckpt_path}): continue it with --init_from=resume, "
-                             f"or start over in another --out_dir (or delete {out_dir})")
+    if not resumed:          # (a checkpoint here was refused before anything was generated)
         if os.path.exists(log_path):          # a run that died before its first checkpoint
             os.replace(log_path, log_path + '.old')
             print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
@@ -368,6 +368,9 @@ if __name__ == '__main__':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
+    if init_from != 'resume' and os.path.exists(os.path.join(out_dir, 'ckpt.pt')):
+        raise SystemExit(f"{out_dir} already holds a run ({out_dir}/ckpt.pt): continue it with --init_from=resume, "
+                         f"or start over in another --out_dir (or delete {out_dir})")
     meta, tok, data = open_data(cfg, master)
     model, optimizer, iter_num, best_val_loss, resumed, notes = start_model(cfg, tok, device)
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
@@ -443,7 +446,7 @@ if __name__ == '__main__':
                 if not math.isfinite(val_loss):
                     diverged(f"val loss is {val_loss} at iter {iter_num}")
                 best_val_loss = min(best_val_loss, val_loss)
-                if master and (always_save_checkpoint or val_loss <= best_val_loss):
+                if master and (always_save_checkpoint or val_loss <= best_val_loss or iter_num == max_iters):
                     checkpoint(val_loss)
             if master and iter_num not in logged:
                 accs = length_eval(final_multiples_ if iter_num == max_iters else quick_multiples)
@@ -464,14 +467,15 @@ if __name__ == '__main__':
         for group in optimizer.param_groups:
             group['lr'] = lr
         # one global batch per step, the same on every process; each takes its share of the rows
-        gen = torch.Generator().manual_seed(draw_seed(seed, iter_num))
+        step = notes.get('init_iter', 0) + iter_num   # continued training does not replay its source's draws
+        gen = torch.Generator().manual_seed(draw_seed(seed, step))
         rows = torch.randint(data['train'].n_rows, (step_rows,), generator=gen).tolist()
         n_step = max(count_targets(data['train'], rows, block_size, loss_on), 1)
         mine = rows[rank * rank_rows:(rank + 1) * rank_rows]
         loss_sum = 0.0
         for micro in range(micro_steps):
             x, y = rows_to_batch(data['train'], mine[micro * micro_rows:(micro + 1) * micro_rows], block_size, loss_on, device)
-            torch.manual_seed(draw_seed(seed, iter_num, rank * micro_steps + micro, 1))   # this micro-batch's masks
+            torch.manual_seed(draw_seed(seed, step, rank * micro_steps + micro, 1))   # this micro-batch's masks
             if ddp:  # sync gradients on the last micro-step only
                 model.require_backward_grad_sync = micro == micro_steps - 1
             with ctx:

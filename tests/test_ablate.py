@@ -48,7 +48,7 @@ def mtimes(grid):
 def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
     cfg = study(tmp_path)
     grid = tmp_path / 'grid'
-    ablate(cfg, '--workers=2')
+    first = ablate(cfg, '--workers=2')
     res = json.load(open(grid / 'results.json'))
     assert set(res['arms']) == {'none', 'wd'}
     assert res['arms']['none']['overrides'] == {'dropout_site': 'none'}
@@ -65,8 +65,11 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
     assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
         {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
     assert '| none | 2 |' in open(grid / 'results.md').read()
-    pytest.importorskip('matplotlib')
-    assert (grid / 'accuracy_vs_length.png').exists() and (grid / 'accuracy_vs_step.png').exists()
+    try:                                                                # plots are optional
+        import matplotlib  # noqa: F401
+        assert (grid / 'accuracy_vs_length.png').exists() and (grid / 'accuracy_vs_step.png').exists()
+    except ImportError:
+        assert 'matplotlib is not installed' in first.stdout and not (grid / 'accuracy_vs_length.png').exists()
     # a rerun trains nothing and re-summarizes from the cached evals
     before = mtimes(grid)
     out = ablate(cfg)
@@ -118,7 +121,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
     out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=1')
     assert f"--init_from={source.format(seed=1)}" in out.stdout
     out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=2', check=False)
-    assert out.returncode != 0 and 'does not exist yet' in out.stderr
+    assert out.returncode != 0 and 'not a finished run yet' in out.stderr
 
 
 @pytest.mark.parametrize('args,words', [

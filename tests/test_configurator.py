@@ -58,6 +58,17 @@ def test_missing_file_and_malformed_arguments():
     fails(['config/nope.py'], 'config/nope.py', 'not found')
     fails(['--batch_size'], '--key=value')
     fails(['batch_size=3'], 'neither')
+    fails(['--compil'], "unknown key 'compil'", 'compile')          # a mistyped bare flag
+    assert configure(DEFAULTS, ['--compile'])['compile'] is True       # a bare flag is True
+
+
+def test_a_config_file_that_does_not_run_names_file_and_line(tmp_path):
+    f = tmp_path / 'c.py'
+    f.write_text("batch_size = 4\nlearning_rate = lr * 2\n")
+    fails([str(f)], 'c.py line 2', 'NameError')
+    f.write_text("batch_size = (4\n")
+    fails([str(f)], 'c.py', 'SyntaxError')
+    fails(['--batch_size={[1]}'], 'batch_size', 'int')
 
 
 def test_settings_of_takes_public_plain_globals():
