@@ -120,10 +120,10 @@ def plan(cfg, passed, selected, train_settings):
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             try:
-                train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
+                eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
-            runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg})
+            runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks})
     return runs
 
 
@@ -236,7 +236,7 @@ def evaluate(runs, mults, n):
         if run['state'] != 'done':
             continue
         path = os.path.join(run['dir'], 'ablate_eval.json')
-        tasks = [t.strip() for t in run['cfg']['eval_tasks'].split(',') if t.strip()] or None
+        tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
         device = eval_lengths.pick_device(run['cfg']['device'])
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
                'device': device.split(':')[0]}

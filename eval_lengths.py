@@ -62,9 +62,9 @@ def pick_device(device):
     if device == 'auto':
         return 'cuda' if torch.cuda.is_available() else 'cpu'
     if device != 'cpu' and not device.startswith('cuda'):
-        raise SystemExit(f"device={device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        raise SystemExit(f"config error: device={device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
     if device.startswith('cuda') and not torch.cuda.is_available():
-        raise SystemExit(f"device={device!r} but this machine has no CUDA GPU: use --device=cpu or auto")
+        raise SystemExit(f"config error: device={device!r} but this machine has no CUDA GPU: use --device=cpu or auto")
     return device
 
 

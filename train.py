@@ -129,11 +129,7 @@ def check_config(cfg):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
             raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
-        dev = cfg['device']
-        if dev != 'auto' and dev != 'cpu' and not dev.startswith('cuda'):
-            raise ValueError(f"device={dev!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
-        if dev.startswith('cuda') and not torch.cuda.is_available():
-            raise ValueError(f"device={dev!r} but this machine has no CUDA GPU: use --device=cpu or auto")
+        eval_lengths.pick_device(cfg['device'])        # exits with one line if unusable
         if cfg['init_from'] not in ('scratch', 'resume'):
             if not os.path.isfile(init_path(cfg['init_from'])):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
@@ -302,7 +298,7 @@ def start_model(cfg, tok, device):
             iter_num, best_val_loss, resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
             changed = [k for k in cfg if k not in ('init_from', 'max_iters') and ckpt['config'].get(k) != cfg[k]]
             print(f"resumed from {path} at iter {iter_num}" + (
-                f"; note: settings changed since, so this is not the run an uninterrupted one would be: "
+                "; note: settings changed since, so this is not the run an uninterrupted one would be: "
                 + ", ".join(f"{k}={ckpt['config'].get(k)!r} -> {cfg[k]!r}" for k in changed) if changed else ""))
         else:
             notes = {'init_from': os.path.abspath(path), 'init_iter': ckpt['iter_num']}
@@ -320,7 +316,7 @@ def start_model(cfg, tok, device):
 def open_log(out_dir, resumed, iter_num):
     """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
     run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, logged iters)"""
-    ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
+    log_path = os.path.join(out_dir, 'log.jsonl')
     if not resumed:          # (a checkpoint here was refused before anything was generated)
         if os.path.exists(log_path):          # a run that died before its first checkpoint
             os.replace(log_path, log_path + '.old')
@@ -340,8 +336,7 @@ if __name__ == '__main__':
 
     # DDP: one process per device, launched by torchrun
     ddp = int(os.environ.get('RANK', -1)) != -1
-    if device == 'auto':
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    device = eval_lengths.pick_device(device)
     if ddp:
         # rank 0 alone generates missing data and runs the length evals; the others wait that long
         dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo', timeout=timedelta(hours=2))

@@ -97,7 +97,7 @@ def test_killed_grid_resumes_and_keeps_finished_runs(tmp_path):
     assert mtimes(grid / 'none' / 'seed1') == seed1                      # not retrained
     log = [json.loads(line) for line in open(grid / 'none' / 'seed2' / 'log.jsonl')]
     assert [r['iter'] for r in log] == list(range(0, 201, 4))             # each eval once, none lost
-    assert f'resumed from' in open(grid / 'none' / 'seed2' / 'train.log').read()
+    assert 'resumed from' in open(grid / 'none' / 'seed2' / 'train.log').read()
 
 
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):

@@ -325,7 +325,7 @@ def test_one_state_dict_loads_into_all_sites_and_eval_is_identical():
 @pytest.mark.parametrize("site", SITES)
 def test_noise_appears_exactly_where_the_site_says(site, eager):
     m = site_model(site).train()
-    fired, fed_by_dropout, residual_drops = [], set(), 0
+    fired, fed_by_dropout = [], set()
     outputs = {}
 
     def on_dropout(name):
