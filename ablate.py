@@ -16,10 +16,11 @@ the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
 Rerunning the same command skips finished runs and resumes interrupted ones, so a long grid
 outlives a terminal. With --dry_run nothing is trained: it prints one train.py command per pending
 run (each run dir is independent: a scheduler's job array can run them anywhere) and summarizes
-what has finished. The summary goes to out_dir: results.json (per arm its overrides and, per task
-and length multiple, the per-seed accuracies, mean and standard deviation), results.md,
-accuracy_vs_length.png and accuracy_vs_step.png (the quick length eval in each run's log.jsonl,
-mean over seeds: does extrapolation rise, then fall, during training?). The PNGs need matplotlib.
+what has finished. The summary goes to results_dir (default: out_dir): results.json (per arm its
+overrides; per task and length multiple the per-seed accuracies, mean and standard deviation; the
+train-vs-eval mismatch at the arm's dropout site), results.md, accuracy_vs_length.png and
+accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
+extrapolation rise, then fall, during training?). The PNGs need matplotlib.
 """
 
 import contextlib
@@ -35,10 +36,12 @@ import time
 
 # -----------------------------------------------------------------------------
 base_config = 'config/vpad.py'   # the train.py config every run starts from
-arms = {}                  # arm name -> dict of train.py overrides; --arms=a,b runs only those
+arms = {}                  # arm name -> dict of train.py overrides; --arms=a,b trains only those
+                           # (the summary still covers every arm's finished runs)
 common = {}                # train.py overrides for every arm of the study
 seeds = '1,2,3'            # training seeds, comma-separated
 out_dir = 'out/ablate'     # run (arm, seed k) trains into out_dir/<arm>/seed<k>/
+results_dir = ''           # where results.* and the plots go; '' = out_dir
 workers = 1                # runs trained at a time; the CPU threads are split between them
 dry_run = False            # print the train.py command of each pending run, train nothing
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
@@ -48,6 +51,8 @@ from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
+import torch  # noqa: E402
+from model import dropout_mismatch  # noqa: E402
 
 # settings that change how a run is executed or logged, not what it learns: a rerun may change them
 NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
@@ -80,7 +85,8 @@ def split_argv(argv, study_keys, train_keys):
 
 
 def plan(cfg, passed, selected, train_settings):
-    """Check the whole grid before anything runs. -> [run dicts], in arm-major order."""
+    """Check the whole grid before anything runs. -> [run dicts], in arm-major order; those of
+    arms left out by --arms are marked 'selected': False (summarized if finished, never trained)."""
     def fail(msg):
         raise SystemExit(f"config error: {msg}")
     if not cfg['arms']:
@@ -106,7 +112,7 @@ def plan(cfg, passed, selected, train_settings):
     except ValueError as e:
         fail(str(e))
     runs = []
-    for arm in selected or list(cfg['arms']):
+    for arm in cfg['arms']:
         overrides = cfg['arms'][arm]
         if not isinstance(overrides, dict):
             fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
@@ -123,19 +129,23 @@ def plan(cfg, passed, selected, train_settings):
                 eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
-            runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks})
+            runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
+                         'selected': selected is None or arm in selected})
     return runs
 
 
 def state(run):
     """'done', 'partial' (a checkpoint short of max_iters) or 'new'; exits if the run dir holds a
-    run with other settings (it would be mixed into this study's results)."""
+    run with other settings (it would be mixed into this study's results), unless the run is not
+    selected: then it is 'other', left out of the summary."""
     path = os.path.join(run['dir'], 'ckpt.pt')
     if not os.path.exists(path):
         return 'new'
     ckpt = train.load_checkpoint(path)
     saved, wanted = ckpt['config'], run['cfg']
     differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k) != wanted[k]]
+    if differ and not run['selected']:
+        return 'other'
     if differ:
         raise SystemExit(f"{run['dir']} was trained with other settings ("
                          + ", ".join(f"{k}={saved.get(k)!r}, study: {wanted[k]!r}" for k in differ[:4])
@@ -151,7 +161,7 @@ def check_sources(runs):
     """A pending run that starts from another run's weights needs that run finished."""
     for run in runs:
         source = run['cfg']['init_from']
-        if run['state'] == 'done' or source in ('scratch', 'resume'):
+        if run['state'] == 'done' or not run['selected'] or source in ('scratch', 'resume'):
             continue
         path = train.init_path(source)
         done = os.path.isfile(path) and (lambda c: c['iter_num'] >= c['config']['max_iters'])(train.load_checkpoint(path))
@@ -179,7 +189,7 @@ def prepare_data(runs):
     """Generate each corpus once, here, before the runs start: parallel runs would race to write it."""
     for run in runs:
         c = run['cfg']
-        if run['state'] != 'done' and not os.path.exists(os.path.join(c['data_dir'], 'meta.json')):
+        if run['selected'] and run['state'] != 'done' and not os.path.exists(os.path.join(c['data_dir'], 'meta.json')):
             print(f"generating {c['data_dir']} ({c['tasks']}, {c['num_tokens']:,} tokens)")
             sample_data.prepare(c['data_dir'], c['block_size'], c['num_tokens'], tasks=c['tasks'],
                                 data_seed=c['data_seed'], tokenizer=c['tokenizer'])
@@ -188,12 +198,13 @@ def prepare_data(runs):
 def train_grid(runs, workers):
     """Train the pending runs, `workers` at a time, each a train.py subprocess writing train.log in
     its run dir. -> the runs that failed."""
-    pending = [r for r in runs if r['state'] != 'done']
+    pending = [r for r in runs if r['selected'] and r['state'] != 'done']
     threads = max(1, (os.cpu_count() or 1) // workers)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
-    running, failed, n_done = [], [], len(runs) - len(pending)
+    running, failed, n_done = [], [], sum(r['selected'] and r['state'] == 'done' for r in runs)
     t0, last_status = time.time(), time.time()
-    print(f"grid: {len(runs)} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
+    n_runs = sum(r['selected'] for r in runs)
+    print(f"grid: {n_runs} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
           f"({threads} thread(s) each)")
     while pending or running:
         while pending and len(running) < workers:
@@ -222,7 +233,7 @@ def train_grid(runs, workers):
                     tail = f.read().strip().splitlines()[-1:]
                 print(f"[{run['arm']} seed {run['seed']}] FAILED after {minutes:.1f} min: {' '.join(tail)}")
             elapsed = (time.time() - t0) / 60
-            print(f"grid: {n_done}/{len(runs)} done, {len(running)} running, {len(pending)} waiting, "
+            print(f"grid: {n_done}/{n_runs} done, {len(running)} running, {len(pending)} waiting, "
                   f"{len(failed)} failed; {elapsed:.1f} min so far")
         if running and time.time() - last_status > 60:
             last_status = time.time()
@@ -253,6 +264,35 @@ def evaluate(runs, mults, n):
         run['eval'] = record
 
 
+MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
+
+
+def measure_mismatch(runs):
+    """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
+    on (up to) 16 rows of its validation data, averaged over the linear layers; cached in the run dir
+    (ablate_mismatch.json). `python model.py RUN_DIR` prints the per-layer values for every site."""
+    for run in runs:
+        if run['state'] != 'done':
+            continue
+        path = os.path.join(run['dir'], 'ablate_mismatch.json')
+        if os.path.exists(path):
+            with open(path) as f:
+                cached = json.load(f)
+            if cached.get('iter') == run['cfg']['max_iters']:
+                run['mismatch'] = cached['mean_over_layers']
+                continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
+        T = model.config.block_size
+        ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
+        n = min(16, len(ids) // T)
+        idx = torch.from_numpy(ids[:n * T].astype('int64')).view(n, T)
+        rows = dropout_mismatch(model, idx)
+        run['mismatch'] = {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
+        sample_data.write_atomic(path, json.dumps({'iter': run['cfg']['max_iters'], 'rows': len(idx),
+                                                   'mean_over_layers': run['mismatch']}, indent=1).encode())
+
+
 def mean_std(xs):
     m = sum(xs) / len(xs)
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
@@ -269,14 +309,21 @@ def summarize(runs, cfg, study_argv):
             arm['pending_seeds'].append(run['seed'])
             continue
         arm['seeds'].append(run['seed'])
+        if 'mismatch' in run:
+            arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
         for r in run['eval']['results']:
             point = arm['tasks'].setdefault(r['task'], {}).setdefault(str(r['multiple']), {'per_seed': {}})
             point['per_seed'][str(run['seed'])] = r['accuracy']
             point['length'] = r['length']
     for arm in arms_out.values():
+        if arm.get('mismatch_per_seed'):
+            per_seed = list(arm['mismatch_per_seed'].values())
+            arm['mismatch'] = {k: sum(m[k] for m in per_seed) / len(per_seed) for k in MISMATCH}
         for task in arm['tasks'].values():
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+    # the command that regenerates these results: how the runs were scheduled does not matter
+    study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in ('arms', 'workers', 'dry_run')]
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'out_dir': cfg['out_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
@@ -299,6 +346,16 @@ def format_markdown(results):
                 p = arm['tasks'].get(task, {}).get(str(m))
                 cells.append('-' if p is None else f"{p['mean']:.2f}" + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
             lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
+        lines.append('')
+    measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
+    if measured:
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over its linear layers and its "
+                  "seeds (16 validation rows, 8 masks; `python model.py RUN_DIR` gives it per layer and site): "
+                  "shift of the mean in eval standard deviations (0 = kept) and train/eval variance ratio "
+                  "(1 = kept), at the layers' inputs and at their outputs (pre-activations).", '',
+                  '| arm | input shift | input var ratio | pre-act shift | pre-act var ratio |',
+                  '| --- | --- | --- | --- | --- |']
+        lines += [f"| {n} | " + ' | '.join(f"{m[k]:.3f}" for k in MISMATCH) + ' |' for n, m in measured.items()]
         lines.append('')
     pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
     if pending:
@@ -370,8 +427,8 @@ def main(argv):
     check_sources(runs)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
-        pending = [r for r in runs if r['state'] != 'done']
-        print(f"# {len(pending)} pending of {len(runs)} runs; each is independent (run them in any order, anywhere "
+        pending = [r for r in runs if r['selected'] and r['state'] != 'done']
+        print(f"# {len(pending)} pending of {sum(r['selected'] for r in runs)} runs; each is independent (run them in any order, anywhere "
               f"that sees {cfg['out_dir']}), then rerun this command without --dry_run to summarize")
         for run in pending:
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
@@ -380,15 +437,17 @@ def main(argv):
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
     evaluate(runs, eval_lengths.parse_multiples('multiples', cfg['multiples']), cfg['num_samples'])
+    measure_mismatch(runs)
     results = summarize(runs, cfg, argv)
-    os.makedirs(cfg['out_dir'], exist_ok=True)
-    sample_data.write_atomic(os.path.join(cfg['out_dir'], 'results.json'), json.dumps(results, indent=1).encode())
+    out = cfg['results_dir'] or cfg['out_dir']
+    os.makedirs(out, exist_ok=True)
+    sample_data.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
     table = format_markdown(results)
-    sample_data.write_atomic(os.path.join(cfg['out_dir'], 'results.md'), table.encode())
+    sample_data.write_atomic(os.path.join(out, 'results.md'), table.encode())
     print('\n' + table)
-    plot(results, step_curves(runs), cfg['out_dir'])
-    print(f"wrote {cfg['out_dir']}/results.json and results.md")
-    if not cfg['dry_run'] and any(r['state'] != 'done' for r in runs):
+    plot(results, step_curves(runs), out)
+    print(f"wrote {out}/results.json and results.md")
+    if not cfg['dry_run'] and any(r['selected'] and r['state'] != 'done' for r in runs):
         sys.exit(1)
 
 

@@ -15,3 +15,4 @@ common = {
 }
 arms = {name: arms[name] for name in ('none', 'pre_norm', 'pre_linear', 'vpad')}
 out_dir = 'out/ablate_continue'
+results_dir = 'results/ablate_continue'   # summary (committed); checkpoints stay in out_dir

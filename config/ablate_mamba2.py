@@ -8,3 +8,4 @@ base_config = 'config/mamba2.py'
 arms = {name: arms[name] for name in ('none', 'pre_norm', 'pre_linear', 'vpad')}
 seeds = '1,2'
 out_dir = 'out/ablate_mamba2'
+results_dir = 'results/ablate_mamba2'   # summary (committed); checkpoints stay in out_dir

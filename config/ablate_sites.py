@@ -17,5 +17,6 @@ arms = {
 }
 seeds = '1,2,3'
 out_dir = 'out/ablate_sites'
+results_dir = 'results/ablate_sites'   # summary (committed); checkpoints stay in out_dir
 multiples = '1,2,4,8,16,32,64'
 num_samples = 100

@@ -46,10 +46,11 @@ def mtimes(grid):
 
 
 def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
-    cfg = study(tmp_path)
-    grid = tmp_path / 'grid'
+    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
+    grid, out = tmp_path / 'grid', tmp_path / 'results'
     first = ablate(cfg, '--workers=2')
-    res = json.load(open(grid / 'results.json'))
+    res = json.load(open(out / 'results.json'))
+    assert res['command'] == f'python ablate.py {cfg}'              # scheduling flags do not change results
     assert set(res['arms']) == {'none', 'wd'}
     assert res['arms']['none']['overrides'] == {'dropout_site': 'none'}
     for arm in res['arms'].values():
@@ -64,12 +65,17 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
     rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
     assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
         {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
-    assert '| none | 2 |' in open(grid / 'results.md').read()
+    # no dropout at the arms' site: train and eval mode are the same network, so no mismatch
+    for arm in res['arms'].values():
+        assert arm['mismatch']['var_ratio'] == pytest.approx(1) and arm['mismatch']['pre_act_var_ratio'] == pytest.approx(1)
+        assert arm['mismatch']['mean_shift'] == pytest.approx(0, abs=1e-5)
+    assert '| none | 2 |' in open(out / 'results.md').read() and 'pre-act var ratio' in open(out / 'results.md').read()
+    assert not (grid / 'results.json').exists()
     try:                                                                # plots are optional
         import matplotlib  # noqa: F401
-        assert (grid / 'accuracy_vs_length.png').exists() and (grid / 'accuracy_vs_step.png').exists()
+        assert (out / 'accuracy_vs_length.png').exists() and (out / 'accuracy_vs_step.png').exists()
     except ImportError:
-        assert 'matplotlib is not installed' in first.stdout and not (grid / 'accuracy_vs_length.png').exists()
+        assert 'matplotlib is not installed' in first.stdout and not (out / 'accuracy_vs_length.png').exists()
     # a rerun trains nothing and re-summarizes from the cached evals
     before = mtimes(grid)
     out = ablate(cfg)
@@ -113,6 +119,9 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
                    capture_output=True, timeout=300)                   # as a scheduler would
     out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
     assert not [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
+    assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
+    out = ablate(cfg, '--arms=wd', '--max_iters=2', '--seeds=1')          # trains only wd; summarizes every arm
+    assert '1 runs, 1 finished, 0 to train' in out.stdout
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
     # a continued-training study starts each seed from the same seed's run of another study
     source = str(tmp_path / 'grid' / 'wd' / 'seed{seed}')
