@@ -157,7 +157,8 @@ def test_answers_read_like_ruler(tok):
     assert text.startswith("A special magic number is hidden within the following text.")
     assert f"One of the special magic numbers for {key} is: {value}.\n" in text
     assert text.endswith(f"The special magic number for {key} mentioned in the provided text is")
-    assert re.fullmatch(r"\d{7}", value) and tok.decode(ex.answer) == " " + value
+    assert re.fullmatch(r"\d{8}", value) and tok.decode(ex.answer) == " " + value
+    assert [len(tok.decode([t])) for t in ex.values[0]] == [2, 2, 2, 2]     # no lone digit to guess
     ex = sd.make_example("niah_multivalue", tok, 400, rng, "eval")
     values = [tok.decode(v) for v in ex.values]
     text = tok.decode(ex.prompt)
@@ -282,7 +283,7 @@ def test_prepare_end_to_end(tmp_path):
                     e += 1
                 assert row[e:e + len(end)] == end  # ...ends with END inside the same row
                 answer = tok.decode(row[s:e])
-                assert re.fullmatch(r" \d{7}|( [A-Z]{5}){5}", answer)
+                assert re.fullmatch(r" \d{8}|( [A-Z]{5}){5}", answer)
                 starts.append(s)
         assert len(set(starts)) > 10  # answers do not sit at a fixed position
     train_text = tok.decode(sd.load_split(a, "train")[0])
@@ -340,18 +341,19 @@ def test_load_meta_reads_old_seed_as_data_seed(tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# the corpus bytes are pinned: computed from the code before the refactor of issue 10
+# the corpus bytes are pinned: a change to them must be deliberate and bump sample_data.VERSION
+# (these are VERSION 2's: 8-digit needle values)
 
 CORPUS_SHA256 = {
     (128, "niah_single,niah_multikey"): {
-        "train.bin": "07fb24ec9d58278b0529c8c48cbd83a78fb651f601f7c93526eef0f65b6647dc",
-        "train_mask.bin": "6143819778e0f6cb4e85ef66bea3aa3655b7c4aca26f369ccf255849e09e18fb",
-        "val.bin": "0303deae90ffa6e03b777820312246204aeaad9674384077bb3c0c384d0161bb",
+        "train.bin": "2bb093726b5d02cbaccdc17e2d6e1f837c4fb7079a4ecf64586a5205d50df355",
+        "train_mask.bin": "35be33d5131344aa9f02a29b5d3923aad5cf8f8e738a4895470b10100fc4d009",
+        "val.bin": "ed8a82164ec0db0f7a03d0292c93171849ca7bbfe04bff29960ec718cc44794d",
         "val_mask.bin": "c5fe259199e017da7dda11edbe8d6df23f95b3917c2c1772c6c927c9607dffa5",
     },
     (256, "niah_single,niah_multikey:2,niah_multivalue,niah_multiquery,vt,json_kv:0.5"): {
-        "train.bin": "392e45c7182eebbda20d6ab5849028caa111f15503c2318d85109ccb8bbe17b4",
-        "train_mask.bin": "ac7ccc5aff71773907025184a3b28045783fe693168020e38ea08a5b06c37578",
+        "train.bin": "b867c0bbab4d5095a4731d84f6a08ce7f4051ee388bf844c67d6082ca731396e",
+        "train_mask.bin": "fe247627ed4755bd1e23ff87a75dd34b72347d51e94ceb398f8606f7e9ecaac2",
         "val.bin": "a4b59d204cba0648efd58c83afe08609f46431d5d249d49fa4ca092ebc9eea4e",
         "val_mask.bin": "41944e571388614a2d03ad67eba0637762ce04330379fb8685757189a8b1d0f1",
     },
@@ -360,7 +362,8 @@ CORPUS_SHA256 = {
 
 @pytest.mark.parametrize("block_size, tasks", list(CORPUS_SHA256))
 def test_corpus_bytes_unchanged(tmp_path, block_size, tasks):
-    """The default data seed (1337), 20000 tokens: the same sha256 as before the refactor."""
+    """The default data seed (1337), 20000 tokens: the sha256 of VERSION 2's corpus."""
+    assert sd.VERSION == 2, "the corpus format changed: pin the new version's digests here"
     sd.prepare(str(tmp_path), block_size, 20000, tasks=tasks, progress=False)
     for name, digest in CORPUS_SHA256[(block_size, tasks)].items():
         assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == digest, name
