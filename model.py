@@ -429,13 +429,70 @@ def ssd_scan(x, dt, A, B, C, chunk_size):
 # Mamba2 mixer
 
 class GatedRMSNorm(nn.Module):
-    """RMSNorm(y * silu(z)) * weight, Mamba2's output norm."""
+    """RMSNorm((y + D x) * silu(z)) * weight: Mamba2's skip connection, gate and output norm."""
     def __init__(self, d, eps=1e-5):
         super().__init__()
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
-    def forward(self, y, z):
-        return F.rms_norm(y * F.silu(z), (y.shape[-1],), self.weight, self.eps)   # one fused op saves two copies
+    def forward(self, y, x, D, z):             # y, x: (B, T, h, p), D: (h,), z: (B, T, h p)
+        return _skip_gate_norm(y, x, D, z, self.weight, self.eps)
+
+@compiled
+def _skip_gate_norm(y, x, D, z, weight, eps: float):
+    y = (y + x * D[:, None]).flatten(2)                                       # (B, T, h p)
+    return F.rms_norm(y * F.silu(z), (y.shape[-1],), weight, eps)             # one kernel, and one for backward
+
+# Mamba2's causal depthwise convolution and its silu, out_t = silu(bias + sum_k w_k x_{t-K+1+k}), written
+# as K shifted multiply-adds in the (B, T, C) layout: the same numbers as nn.Conv1d(groups=C,
+# padding=K-1) cut to T, without its two transposes, and on a CPU its backward is several times
+# cheaper than the convolution's (bench.py --only=mamba). The backward keeps only x (a view of
+# in_proj's output, which autograd keeps anyway) and recomputes the rest.
+
+def _conv_pre(x, w, bias):                     # x: (B, T, C), w: (C, K) -> (B, T, C) before the silu
+    T, K = x.shape[1], w.shape[-1]
+    # slices of x, not a padded copy: the compiler keeps these loops vectorized, not a padded one
+    out = torch.addcmul(bias, x, w[:, K - 1])                          # tap K-1 reads the current token
+    for s in range(1, min(K, T)):                                      # tap K-1-s reads the token s steps back
+        out[:, s:].addcmul_(x[:, :T - s], w[:, K - 1 - s])
+    return out
+
+@compiled
+def _conv_silu_forward(x, w, bias):
+    return F.silu(_conv_pre(x.float(), w, bias)).to(x.dtype)         # fp32 inside, as autocast's conv
+
+# Two kernels for the backward, not one: fused into one, the compiler recomputes the silu's input
+# inside each of the K weight-gradient sums (2x slower on a CPU).
+@compiled
+def _conv_silu_grad(dout, x, w, bias):        # -> d pre
+    pre = _conv_pre(x.float(), w, bias)
+    s = torch.sigmoid(pre)
+    return dout.float() * s * (1 + pre * (1 - s))                             # silu'(u) = s (1 + u (1 - s))
+
+@compiled
+def _conv_grads(dpre, x, w):                  # -> dx, dw, d bias; dpre and w in fp32
+    T, K = x.shape[1], w.shape[-1]
+    dx = dpre * w[:, K - 1]
+    for s in range(1, min(K, T)):                                     # x_t reaches out_{t+s} through tap K-1-s
+        dx[:, :T - s].addcmul_(dpre[:, s:], w[:, K - 1 - s])
+    xp = F.pad(x.float(), (0, 0, K - 1, 0))                           # (B, T+K-1, C): the K sums, one loop
+    dw = torch.stack([(dpre * xp[:, k:k + T]).sum((0, 1)) for k in range(K)], dim=-1)   # (C, K)
+    return dx.to(x.dtype), dw, dpre.sum((0, 1))
+
+class _CausalConvSilu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, bias):
+        ctx.save_for_backward(x, w, bias)
+        return _conv_silu_forward(x, w, bias)
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, w, bias = ctx.saved_tensors
+        return _conv_grads(_conv_silu_grad(dout, x, w, bias), x, w)
+
+def causal_conv_silu(x, w, bias):
+    """silu(causal depthwise conv1d(x)). x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,),
+    an nn.Conv1d's fp32 parameters. Computed in fp32, returned in x's dtype."""
+    return _CausalConvSilu.apply(x, w[:, 0], bias)
 
 class Mamba2(nn.Module):
     def __init__(self, config):
@@ -461,14 +518,13 @@ class Mamba2(nn.Module):
         Bsz, T, _ = u.shape
         h, p, n = self.n_heads, self.headdim, self.d_state
         z, xBC, dt = self.in_proj(self.drop_in(u)).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
-        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))  # causal depthwise conv
+        xBC = causal_conv_silu(xBC, self.conv1d.weight, self.conv1d.bias)      # (B, T, C): conv1d holds the weights
         x, B, C = xBC.split([self.d_inner, n, n], dim=-1)
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
         y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); B, C: one group
-        y = y + x * self.D[:, None]
-        y = self.norm(y.reshape(Bsz, T, self.d_inner), z)
+        y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
 
 # -----------------------------------------------------------------------------

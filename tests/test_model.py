@@ -226,6 +226,29 @@ def test_mamba2_layer_keeps_nothing_per_chunk_matrix_for_backward(eager):
     assert saved[128] < 1.1 * saved[8]
 
 
+@pytest.mark.parametrize("use_compile", [False, True])
+@pytest.mark.parametrize("T", [1, 2, 37])
+def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile):
+    """Mamba2's conv as shifted multiply-adds with a written-out backward: the same output and
+    gradients (x, weight, bias) as nn.Conv1d(groups=C, padding=K-1) cut to T, then silu; x is a
+    strided slice, as in the mixer; T < K: taps that fall before the first token."""
+    M.USE_COMPILE = use_compile
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3)
+    x = torch.randn(2, T, 10)[..., 2:8].requires_grad_()          # (B, T, C), not contiguous
+    g = torch.randn(2, T, 6)
+    outs = []
+    for f in (lambda: F.silu(conv(x.transpose(1, 2))[..., :T].transpose(1, 2)),
+              lambda: M.causal_conv_silu(x, conv.weight, conv.bias)):
+        x.grad = conv.weight.grad = conv.bias.grad = None
+        y = f()
+        y.backward(g)
+        outs.append((y, x.grad, conv.weight.grad, conv.bias.grad))
+    M.USE_COMPILE = True
+    for ref, got in zip(*outs):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- attention
 
 @pytest.mark.parametrize("T,window", [(150, 32), (64, 16), (20, 32), (33, 1)])
