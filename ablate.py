@@ -241,27 +241,34 @@ def train_grid(runs, workers):
     return failed
 
 
+def cached(run, name, key, compute):
+    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it."""
+    path = os.path.join(run['dir'], name)
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if saved.get('key') == key:
+            return saved['record']
+    record = compute()
+    sample_data.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
+    return record
+
+
 def evaluate(runs, mults, n):
     """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings."""
     for run in runs:
         if run['state'] != 'done':
             continue
-        path = os.path.join(run['dir'], 'ablate_eval.json')
         tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
         device = eval_lengths.pick_device(run['cfg']['device'])
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
                'device': device.split(':')[0]}
-        if os.path.exists(path):
-            with open(path) as f:
-                cached = json.load(f)
-            if cached.get('key') == key:
-                run['eval'] = cached['record']
-                continue
-        print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
-        with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
-            record = eval_lengths.evaluate_run(run['dir'], tasks, mults, n, run['cfg']['eval_batch_size'], device)
-        sample_data.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
-        run['eval'] = record
+
+        def final_eval():
+            print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
+            with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
+                return eval_lengths.evaluate_run(run['dir'], tasks, mults, n, run['cfg']['eval_batch_size'], device)
+        run['eval'] = cached(run, 'ablate_eval.json', key, final_eval)
 
 
 MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
@@ -274,23 +281,17 @@ def measure_mismatch(runs):
     for run in runs:
         if run['state'] != 'done':
             continue
-        path = os.path.join(run['dir'], 'ablate_mismatch.json')
-        if os.path.exists(path):
-            with open(path) as f:
-                cached = json.load(f)
-            if cached.get('iter') == run['cfg']['max_iters']:
-                run['mismatch'] = cached['mean_over_layers']
-                continue
-        with contextlib.redirect_stdout(io.StringIO()):
-            model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
-        T = model.config.block_size
-        ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
-        n = min(16, len(ids) // T)
-        idx = torch.from_numpy(ids[:n * T].astype('int64')).view(n, T)
-        rows = dropout_mismatch(model, idx)
-        run['mismatch'] = {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
-        sample_data.write_atomic(path, json.dumps({'iter': run['cfg']['max_iters'], 'rows': len(idx),
-                                                   'mean_over_layers': run['mismatch']}, indent=1).encode())
+
+        def mean_over_layers():
+            with contextlib.redirect_stdout(io.StringIO()):
+                model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
+            T = model.config.block_size
+            ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
+            n = min(16, len(ids) // T)
+            rows = dropout_mismatch(model, torch.from_numpy(ids[:n * T].astype('int64')).view(n, T))
+            return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
+        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'rows': 16},
+                                 mean_over_layers)
 
 
 def mean_std(xs):
