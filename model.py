@@ -458,7 +458,7 @@ def _conv_pre(x, w, bias):                     # x: (B, T, C), w: (C, K) -> (B, 
 
 @compiled
 def _conv_silu_forward(x, w, bias):
-    return F.silu(_conv_pre(x.float(), w, bias)).to(x.dtype)         # fp32 inside, as autocast's conv
+    return F.silu(_conv_pre(x.float(), w, bias)).to(x.dtype)         # fp32 inside (autocast's conv runs in bf16)
 
 # Two kernels for the backward, not one: fused into one, the compiler recomputes the silu's input
 # inside each of the K weight-gradient sums (2x slower on a CPU).

@@ -112,7 +112,7 @@ def test_vpad_compiled_equals_eager():
         (g,) = torch.autograd.grad((y * y).sum(), x)
         outs.append((y.detach(), g))
     M.USE_COMPILE = True
-    assert M._vpad_kernel.kernel not in (None, M._vpad_kernel), "the compiled kernel was not used"
+    assert ran_compiled(M._vpad_kernel), "the compiled kernel was not used"
     torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-6, atol=1e-6)
 
@@ -226,13 +226,18 @@ def test_mamba2_layer_keeps_nothing_per_chunk_matrix_for_backward(eager):
     assert saved[128] < 1.1 * saved[8]
 
 
+def ran_compiled(kernel):
+    """Whether a model.compiled kernel ran through torch.compile (not its op-by-op fallback)."""
+    return hasattr(kernel.kernel, '_torchdynamo_orig_callable')
+
+
 @pytest.mark.parametrize("use_compile", [False, True])
 @pytest.mark.parametrize("T", [1, 2, 37])
-def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile):
+def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile, monkeypatch):
     """Mamba2's conv as shifted multiply-adds with a written-out backward: the same output and
     gradients (x, weight, bias) as nn.Conv1d(groups=C, padding=K-1) cut to T, then silu; x is a
     strided slice, as in the mixer; T < K: taps that fall before the first token."""
-    M.USE_COMPILE = use_compile
+    monkeypatch.setattr(M, 'USE_COMPILE', use_compile)
     torch.manual_seed(0)
     conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3)
     x = torch.randn(2, T, 10)[..., 2:8].requires_grad_()          # (B, T, C), not contiguous
@@ -244,7 +249,38 @@ def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile
         y = f()
         y.backward(g)
         outs.append((y, x.grad, conv.weight.grad, conv.bias.grad))
-    M.USE_COMPILE = True
+    for ref, got in zip(*outs):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    if use_compile:
+        assert all(ran_compiled(k) for k in (M._conv_silu_forward, M._conv_silu_grad, M._conv_grads))
+
+
+def test_causal_conv_silu_in_bfloat16_returns_bfloat16_and_fp32_weight_grads(eager):
+    """Under autocast x arrives in bf16: the conv computes in fp32 and returns bf16, the gradient of
+    x is bf16, those of the fp32 parameters fp32; all within bf16 rounding of the fp32 op."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3)
+    x = torch.randn(2, 9, 6).bfloat16().requires_grad_()
+    y = M.causal_conv_silu(x, conv.weight, conv.bias)
+    y.float().sum().backward()
+    assert (y.dtype, x.grad.dtype, conv.weight.grad.dtype, conv.bias.grad.dtype) == (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32)
+    ref = F.silu(conv(x.detach().float().transpose(1, 2))[..., :9].transpose(1, 2))
+    torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_gated_norm_compiled_equals_eager(monkeypatch):
+    """Mamba2's skip + gate + output norm, RMSNorm((y + D x) * silu(z)) * weight, as one compiled
+    kernel: the same output and gradients as the ops run one by one."""
+    torch.manual_seed(0)
+    norm = M.GatedRMSNorm(12)
+    y, x, z = (torch.randn(2, 5, 3, 4, requires_grad=True) for _ in range(3))
+    D = torch.randn(3, requires_grad=True)
+    outs = []
+    for use_compile in (False, True):
+        monkeypatch.setattr(M, 'USE_COMPILE', use_compile)
+        out = norm(y, x, D, z.flatten(2))
+        outs.append((out, *torch.autograd.grad(out.square().sum(), (y, x, D, z, norm.weight))))
+    assert ran_compiled(M._skip_gate_norm)
     for ref, got in zip(*outs):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
