@@ -348,6 +348,13 @@ def format_markdown(results):
                 p = arm['tasks'].get(task, {}).get(str(m))
                 cells.append('-' if p is None else f"{p['mean']:.2f}" + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
             lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
+        # a mean over 2-3 seeds hides whether they agree: every seed's own row
+        lines += ['', 'Per seed:', '', '| arm | seed | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
+                  '| --- | --- |' + ' --- |' * len(mults)]
+        for name, arm in results['arms'].items():
+            for seed in arm['seeds']:
+                points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
+                lines.append(f"| {name} | {seed} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
         lines.append('')
     measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
     if measured:

@@ -69,7 +69,10 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
     for arm in res['arms'].values():
         assert arm['mismatch']['var_ratio'] == pytest.approx(1) and arm['mismatch']['pre_act_var_ratio'] == pytest.approx(1)
         assert arm['mismatch']['mean_shift'] == pytest.approx(0, abs=1e-5)
-    assert '| none | 2 |' in open(out / 'results.md').read() and 'pre-act var ratio' in open(out / 'results.md').read()
+    md = open(out / 'results.md').read()
+    assert '| none | 2 |' in md and 'pre-act var ratio' in md
+    per_seed = res['arms']['wd']['tasks']['niah_single']
+    assert f"| wd | 2 | {per_seed['1']['per_seed']['2']:.2f} | {per_seed['2']['per_seed']['2']:.2f} |" in md   # each seed's row
     assert not (grid / 'results.json').exists()
     try:                                                                # plots are optional
         import matplotlib  # noqa: F401
