@@ -282,16 +282,15 @@ def measure_mismatch(runs):
         if run['state'] != 'done':
             continue
 
-        T = run['cfg']['block_size']
-        ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
-        idx = torch.from_numpy(ids[:min(16, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= 16, T)
-
-        def mean_over_layers():
+        def mean_over_layers():               # the data is read only here: a cached run needs none
+            T = run['cfg']['block_size']
+            ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
+            idx = torch.from_numpy(ids[:min(16, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= 16, T)
             with contextlib.redirect_stdout(io.StringIO()):
                 model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
             rows = dropout_mismatch(model, idx)
             return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
-        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'rows': len(idx)},
+        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': 16},
                                  mean_over_layers)
 
 
