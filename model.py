@@ -450,7 +450,7 @@ def _skip_gate_norm(y, x, D, z, weight, eps: float):
 
 def _conv_pre(x, w, bias):                     # x: (B, T, C), w: (C, K) -> (B, T, C) before the silu
     T, K = x.shape[1], w.shape[-1]
-    # slices of x, not a padded copy: the compiler keeps these loops vectorized, not a padded one
+    # in-place adds on slices of x: a padded copy of x here made the compiled forward 2x slower
     out = torch.addcmul(bias, x, w[:, K - 1])                          # tap K-1 reads the current token
     for s in range(1, min(K, T)):                                      # tap K-1-s reads the token s steps back
         out[:, s:].addcmul_(x[:, :T - s], w[:, K - 1 - s])
@@ -474,7 +474,7 @@ def _conv_grads(dpre, x, w):                  # -> dx, dw, d bias; dpre and w in
     dx = dpre * w[:, K - 1]
     for s in range(1, min(K, T)):                                     # x_t reaches out_{t+s} through tap K-1-s
         dx[:, :T - s].addcmul_(dpre[:, s:], w[:, K - 1 - s])
-    xp = F.pad(x.float(), (0, 0, K - 1, 0))                           # (B, T+K-1, C): the K sums, one loop
+    xp = F.pad(x.float(), (0, 0, K - 1, 0))                           # (B, T+K-1, C): here the padded copy is faster
     dw = torch.stack([(dpre * xp[:, k:k + T]).sum((0, 1)) for k in range(K)], dim=-1)   # (C, K)
     return dx.to(x.dtype), dw, dpre.sum((0, 1))
 
