@@ -3,8 +3,9 @@
 # again is the control. Does dropout added late recover extrapolation?
 #   python ablate.py config/ablate_sites.py --arms=none     # first, if not done yet
 #   python ablate.py config/ablate_continue.py
-# Time on a 2-core CPU, estimated (not yet run): 500 steps ~2.5 min + ~75 s of final eval per
-# run; 12 runs ~45 min, after the `none` runs of the sites study.
+# Time on a 2-core CPU with --workers=2 (measured): ~5 min per run two at a time (35 min of
+# training for the 12 runs), then ~1.3 min of final eval per run: ~50 min, after the `none` runs
+# of the sites study.
 exec(open('config/ablate_sites.py').read())
 common = {
     'init_from': 'out/ablate_sites/none/seed{seed}',   # weights only: fresh optimizer and schedule
