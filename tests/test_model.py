@@ -391,7 +391,7 @@ def test_noise_appears_exactly_where_the_site_says(site, eager):
         def fn(mod, args, out):
             if out is not args[0]:
                 fired.append(name)
-                outputs[out.data_ptr()] = name
+                outputs[out.data_ptr()] = out   # kept alive: a freed output's memory could be reused by a later input
         return fn
 
     def on_linear(name):
