@@ -141,10 +141,11 @@ def one_line_error(out, *words):
         assert w in msg, msg
 
 
-def refused(*args):
+def refused(args, *words):
     """train.py's refusal of bad input, run in this process as `python train.py *args` would run it
-    (a subprocess per case costs ~3 s of imports): it must exit with a one-line message, which
-    Python prints alone on stderr (the first case of the bad-input test checks that on a subprocess)."""
+    (a subprocess per case costs ~3 s of imports): it must exit with a one-line message naming
+    `words`, which Python prints alone on stderr (the first case of the bad-input test checks that
+    on a subprocess)."""
     argv, cwd = sys.argv, os.getcwd()
     sys.argv = ['train.py', *args]
     os.chdir(ROOT)
@@ -156,11 +157,6 @@ def refused(*args):
         os.chdir(cwd)
     msg = e.value.code
     assert isinstance(msg, str) and len(msg.strip().splitlines()) == 1, msg
-    return msg
-
-
-def refused_with(args, *words):
-    msg = refused(*args)
     for w in words:
         assert w in msg, msg
 
@@ -168,9 +164,9 @@ def refused_with(args, *words):
 def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     base = ['config/vpad.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
     one_line_error(run(*base, '--dropout_sit=vpad', check=False), 'dropout_site')
-    refused_with([*base, '--max_iters=1.5'], 'max_iters', 'int', 'float')
+    refused([*base, '--max_iters=1.5'], 'max_iters', 'int', 'float')
     nowhere = str(tmp_path / 'never_written')
-    refused_with([*base, '--dropout_site=dropout', f'--data_dir={nowhere}'], 'dropout_site', 'pre_linear')
+    refused([*base, '--dropout_site=dropout', f'--data_dir={nowhere}'], 'dropout_site', 'pre_linear')
     assert not os.path.exists(nowhere)             # refused before any data was generated
     # data: a truncated corpus, and data made for another block size
     broken = tmp_path / 'broken'
@@ -179,23 +175,23 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
         (broken / f).write_bytes(open(os.path.join(data_dir, f), 'rb').read())
     with open(broken / 'train.bin', 'r+b') as f:
         f.truncate(100)
-    refused_with([*base, f'--data_dir={broken}', f'--out_dir={tmp_path / "o1"}'], 'sample_data.py')
-    refused_with([*base, '--block_size=128', f'--out_dir={tmp_path / "o2"}'], 'block_size=96')
-    refused_with([*base, '--tasks=niah_multikey', f'--out_dir={tmp_path / "o3"}'], 'tasks=')
-    refused_with([*base, '--dtype=fp16'], 'dtype')
-    refused_with([*base, '--eval_multiples=1,x'], 'integers')
+    refused([*base, f'--data_dir={broken}', f'--out_dir={tmp_path / "o1"}'], 'sample_data.py')
+    refused([*base, '--block_size=128', f'--out_dir={tmp_path / "o2"}'], 'block_size=96')
+    refused([*base, '--tasks=niah_multikey', f'--out_dir={tmp_path / "o3"}'], 'tasks=')
+    refused([*base, '--dtype=fp16'], 'dtype')
+    refused([*base, '--eval_multiples=1,x'], 'integers')
     # checkpoints: missing, corrupt, and trained with another tokenizer
-    refused_with([*base, f'--out_dir={tmp_path / "none"}', '--init_from=resume'], 'no checkpoint')
+    refused([*base, f'--out_dir={tmp_path / "none"}', '--init_from=resume'], 'no checkpoint')
     corrupt = tmp_path / 'corrupt'
     corrupt.mkdir()
     (corrupt / 'ckpt.pt').write_bytes(b'\x00' * 64)
-    refused_with([*base, f'--out_dir={corrupt}', '--init_from=resume'], 'not a readable checkpoint')
+    refused([*base, f'--out_dir={corrupt}', '--init_from=resume'], 'not a readable checkpoint')
     good = str(tmp_path / 'good')
     run(*base, f'--out_dir={good}')
     ckpt = torch.load(os.path.join(good, 'ckpt.pt'), weights_only=True)
     ckpt['tokenizer'] = 'gpt2'
     torch.save(ckpt, os.path.join(good, 'ckpt.pt'))
-    refused_with([*base, f'--out_dir={good}', '--init_from=resume', '--max_iters=4'], 'tokenizer mismatch')
+    refused([*base, f'--out_dir={good}', '--init_from=resume', '--max_iters=4'], 'tokenizer mismatch')
 
 
 @pytest.mark.parametrize('case,words', [
@@ -216,7 +212,7 @@ def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, wor
         args.append(str(bad))
     else:
         args.append(case)
-    refused_with(args, *words)
+    refused(args, *words)
     assert os.listdir(tmp_path) == (['bad.py'] if case in ('syntax', 'name') else [])
 
 
