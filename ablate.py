@@ -272,11 +272,12 @@ def evaluate(runs, mults, n):
 
 
 MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
+MISMATCH_ROWS = 16   # validation rows per run for the mismatch; in its cache key (it fixes the rows for a corpus)
 
 
 def measure_mismatch(runs):
     """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
-    on (up to) 16 rows of its validation data, averaged over the linear layers; cached in the run dir
+    on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers; cached in the run dir
     (ablate_mismatch.json). `python model.py RUN_DIR` prints the per-layer values for every site."""
     for run in runs:
         if run['state'] != 'done':
@@ -285,12 +286,12 @@ def measure_mismatch(runs):
         def mean_over_layers():               # the data is read only here: a cached run needs none
             T = run['cfg']['block_size']
             ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
-            idx = torch.from_numpy(ids[:min(16, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= 16, T)
+            idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= MISMATCH_ROWS, T)
             with contextlib.redirect_stdout(io.StringIO()):
                 model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
             rows = dropout_mismatch(model, idx)
             return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
-        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': 16},
+        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS},
                                  mean_over_layers)
 
 
@@ -358,7 +359,7 @@ def format_markdown(results):
     measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
     if measured:
         lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over its linear layers and its "
-                  "seeds (16 validation rows, 8 masks; `python model.py RUN_DIR` gives it per layer and site): "
+                  f"seeds ({MISMATCH_ROWS} validation rows, 8 masks; `python model.py RUN_DIR` gives it per layer and site): "
                   "shift of the mean in eval standard deviations (0 = kept) and train/eval variance ratio "
                   "(1 = kept), at the layers' inputs and at their outputs (pre-activations).", '',
                   '| arm | input shift | input var ratio | pre-act shift | pre-act var ratio |',
