@@ -2,9 +2,9 @@
 # longer than the sites study, with the quick length eval logged often; accuracy_vs_step.png shows
 # whether extrapolation rises and then falls.
 #   python ablate.py config/ablate_long.py
-# Time on a 2-core CPU with --workers=2, estimated from the sites study's steps (not yet run):
-# 7500 steps at ~400 ms ~50 min per pair of runs, + quick evals up to 64x every 500 steps and the
-# final eval, ~65 min per pair; 4 runs ~2.2 h.
+# Time on a 2-core CPU with --workers=2 (measured on the no-dropout pair): ~240 s per 500 steps
+# with the quick eval for each of two runs at once, 78 min per pair (part of it sharing the CPU),
+# then ~4 min of final eval per run; 4 runs ~2.8 h.
 exec(open('config/ablate_sites.py').read())
 common = {'max_iters': 7500, 'eval_interval': 500, 'eval_multiples': '1,4,16,64'}
 arms = {name: arms[name] for name in ('none', 'vpad')}
