@@ -42,6 +42,8 @@ num_samples = 50            # examples per (task, length)
 batch_size = 8              # examples per forward pass
 device = 'auto'             # 'cpu', 'cuda', 'cuda:1', ... or 'auto'
 seed = 0                    # the evaluation seed stream (sample_data keeps it apart from training)
+absent_key = False          # the key probe: ask for keys the prompt never mentions (niah_single, mqar);
+                            # a model that reads the key falls to chance, one that ignores it does not
 plot = True                 # write eval_lengths.png when matplotlib is installed
 # -----------------------------------------------------------------------------
 
@@ -129,16 +131,19 @@ def score(model, examples, device):
     for b, (ex, s) in enumerate(zip(examples, seqs)):
         idx[b, :len(s) - 1] = torch.tensor(s[:-1])
         start = len(ex.prompt) - 1                        # position t predicts token t + 1
-        targets[b, start:start + len(ex.answer)] = torch.tensor(ex.answer)
+        for s0, e0 in ex.value_spans:                     # the scored tokens (mqar's asked keys are given)
+            targets[b, start + s0:start + e0] = torch.tensor(ex.answer[s0:e0])
     device_type = 'cuda' if str(device).startswith('cuda') else 'cpu'
     with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=device_type == 'cuda'):
         logits, _ = model(idx.to(device), targets.to(device))  # (N, V), N = all answer tokens, row-major
     hit = (logits.argmax(-1) == targets[targets != -1].to(device)).cpu().tolist()
     out, i = [], 0
     for ex in examples:
-        ok = hit[i:i + len(ex.answer)]
-        i += len(ex.answer)
-        out.append([all(ok[s:e]) for s, e in ex.value_spans])
+        spans = []
+        for s, e in ex.value_spans:
+            spans.append(all(hit[i:i + e - s]))
+            i += e - s
+        out.append(spans)
     return out
 
 
@@ -147,15 +152,15 @@ def accuracy(values_correct):
     return sum(sum(v) / len(v) for v in values_correct) / len(values_correct)
 
 
-def evaluate(model, tok, task, length, n, batch_size, device, seed=0):
+def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
-    (prompt + answer + end marker).
+    (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys).
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
                           f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower batch_size or the multiples")
-    examples = sample_data.eval_examples(task, tok, length, n, seed=seed)
+    examples = sample_data.eval_examples(task, tok, length, n, seed=seed, absent_key=absent_key)
     correct = []
     for i in range(0, n, batch_size):
         correct += score(model, examples[i:i + batch_size], device)
@@ -166,7 +171,7 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
-def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True):
+def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False):
     """Evaluate one run dir: task_names=None means the tasks it was trained on.
     -> the record written to run/eval_lengths.json: {'run', 'block_size', ..., 'results': [row]},
     a row {'task', 'trained', 'multiple', 'length', 'accuracy', 'n'} per point that fits."""
@@ -183,13 +188,14 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
                        f"{m}x{T} = {length} is too short")
             continue
         try:
-            acc = evaluate(model, tok, task, length, n, batch_size, device, seed)
+            acc = evaluate(model, tok, task, length, n, batch_size, device, seed, absent_key)
         except MemoryError as e:
             tqdm.write(f"skipped: {e}")
             continue
         rows.append({'task': task, 'trained': task in trained, 'multiple': m, 'length': length,
                      'accuracy': acc, 'n': n})
     return {'run': run, 'block_size': T, 'tokenizer': tok.name, 'seed': seed, 'iter': train_cfg.get('iter_num'),
+            **({'absent_key': True} if absent_key else {}),
             'elapsed_s': round(time.time() - t0, 1), 'results': rows}
 
 
@@ -274,8 +280,10 @@ def main(argv):
     dev = pick_device(cfg['device'])
     records = []
     for run in runs:
-        rec = evaluate_run(run, task_names, mults, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'])
-        with open(os.path.join(run, 'eval_lengths.json'), 'w') as f:
+        rec = evaluate_run(run, task_names, mults, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'],
+                           absent_key=cfg['absent_key'])
+        name = 'eval_absent_key.json' if cfg['absent_key'] else 'eval_lengths.json'
+        with open(os.path.join(run, name), 'w') as f:
             json.dump(rec, f, indent=1)
         records.append(rec)
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['num_samples']} examples per point)")

@@ -11,6 +11,8 @@ Tasks (wording follows RULER's scripts/data/synthetic and HELMET's json_kv):
     niah_multiquery  4 keys are asked for, the answer lists their 4 values
     vt               variable tracking: 1 chain of 4 hops hidden in the noise haystack
     json_kv          HELMET's JSON key-value retrieval with UUID keys and values
+    mqar             Zoology's multi-query associative recall: 4 single-token key-value pairs
+                     open the document, 4 queries close it (the one task here that needs the key)
 
 Lengths count whole documents: a training document and an evaluation example of length L both
 hold L tokens of prompt + answer + END, so an example at 1x block_size is as long as the longest
@@ -20,7 +22,9 @@ The tokenizer, 'lengthgen', is a small tiktoken BPE built here from the task tex
 
 Writes to out_dir: train.bin / val.bin (uint16 token ids), train_mask.bin / val_mask.bin (uint8,
 mask[t] = 1 when the target stream[t] is an answer token), tokenizer.json and meta.json (written
-last: no meta.json, no dataset). Same settings and data_seed, same bytes.
+last: no meta.json, no dataset). Same settings and data_seed, same bytes. meta.json also holds the
+histogram of how far back each training answer token's value sits: `--reach=R` prints the share
+beyond R tokens, the answers that a stack of sliding-window layers reaching R tokens cannot copy.
 """
 
 import base64
@@ -29,6 +33,7 @@ import json
 import math
 import os
 import random
+import re
 import string
 import sys
 import uuid
@@ -53,6 +58,9 @@ SETTINGS = {
     'data_seed': 1337,            # seeds the corpus (train.py's seed is for init and batches)
     'tokenizer': 'lengthgen',     # the only one: built here from the task text, offline
     'val_tokens': 0,              # validation tokens; 0: max(block_size, num_tokens // 50)
+    'min_doc_len': 0,             # shortest training document in tokens; 0: each task's own minimum
+    'reach': 0,                   # report the share of training answers farther than this from their
+                                  # value (train.py prints it for its window layers' reach)
 }
 
 # -----------------------------------------------------------------------------
@@ -287,7 +295,9 @@ class Example:
     answer: list       # the gold continuation; the END marker that follows it is not part of it
     values: list       # each value's own tokens (no separator, no lone leading space), as in the prompt
     value_spans: list  # (start, end) of each value in `answer` with its separator and leading space:
-                       # they tile the answer, so scoring every span scores every answer token
+                       # the scored tokens and training targets. They tile the answer (scoring every
+                       # span scores every answer token), except in mqar, whose answer also holds
+                       # the next queries' keys: given, not predicted
     keys: list         # the key strings asked about
 
 def _answer(tok, texts, sep=''):
@@ -353,6 +363,37 @@ def _draw_json_kv(tok, rng, split, key=None, value=None):
     return _Draw(tok.encode(JSON_HEAD.format()), [tok.encode(JSON_RECORD.format(key=key, value=value))],
                  tok.encode(JSON_QUESTION.format(key=key)), *_answer(tok, [" " + value]), keys=[key], line=line)
 
+# MQAR (Zoology's multi-query associative recall) with single-token keys and values: the document
+# opens with MQAR_PAIRS pairs, a key token then its value token (" brave" "42"), the haystack
+# follows, and the document closes with MQAR_QUERIES of those keys again, each followed by its value
+# (the targets). Unlike niah_single, the answer depends on the key: the same document with the
+# queried key swapped for an absent one has no right answer. Keys are the adjectives, values the
+# two-digit tokens; within a document both are distinct. Keys are not held out for evaluation: a key
+# token never seen in training has an untrained embedding, and in a trial (2 layers, width 64, 800
+# steps) that alone took the accuracy from 0.23 on training keys to 0.01 on held-out ones, before
+# any key matching was learned. The evaluation examples are fresh draws all the same (their own seed
+# stream; 8 keys and 8 values in random pairs), so none can be memorized.
+MQAR_PAIRS = 4      # Zoology's smallest setting (4 pairs at 64 tokens); with 8, trials stayed near chance for 2500 steps
+MQAR_QUERIES = 4
+MQAR_KEYS = [a for a in ADJECTIVES if a != 'green']    # " green" is in the noise haystack
+
+def _draw_mqar(tok, rng, split):
+    keys, values = rng.sample(MQAR_KEYS, MQAR_PAIRS), rng.sample(range(100), MQAR_PAIRS)
+    key_ids = [tok.encode(" " + k) for k in keys]
+    value_ids = [tok.encode(f"{v:02d}") for v in values]
+    pairs = [i for k, v in zip(key_ids, value_ids) for i in k + v]
+    asked = rng.sample(range(MQAR_PAIRS), MQAR_QUERIES)
+    # the prompt ends with the first query's key; the answer goes on with its value, then key, value ...
+    answer, spans = [], []
+    for j, q in enumerate(asked):
+        if j:
+            answer += key_ids[q]
+        spans.append((len(answer), len(answer) + len(value_ids[q])))
+        answer += value_ids[q]
+    noise = tok.encode(NOISE)
+    return _Draw(pairs, [], key_ids[asked[0]], answer, spans, [value_ids[q] for q in asked],
+                 keys=[keys[q] for q in asked], line=lambda: noise)
+
 TASKS = {
     'niah_single': lambda tok, rng, split: _draw_niah(tok, rng, split),
     'niah_multikey': lambda tok, rng, split: _draw_niah(tok, rng, split, needle_haystack=True),
@@ -360,6 +401,7 @@ TASKS = {
     'niah_multiquery': lambda tok, rng, split: _draw_niah(tok, rng, split, num_k=4, num_q=4),
     'vt': _draw_vt,
     'json_kv': _draw_json_kv,
+    'mqar': _draw_mqar,
 }
 
 @functools.cache
@@ -407,16 +449,61 @@ def make_example(task, tok, length, rng, split='eval'):
     prompt = _assemble(draw, length - len(draw.answer) - len(tok.encode(END)), rng)
     return Example(task, split, prompt, draw.answer, draw.values, draw.value_spans, draw.keys)
 
-def eval_examples(task, tok, length, n, seed=0):
-    """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams."""
+def eval_examples(task, tok, length, n, seed=0, absent_key=False):
+    """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams.
+    absent_key: the same examples with every asked key swapped for one absent from the prompt."""
     rng = random.Random(f"eval:{seed}:{task}:{length}")
-    return [make_example(task, tok, length, rng, 'eval') for _ in range(n)]
+    examples = [make_example(task, tok, length, rng, 'eval') for _ in range(n)]
+    if absent_key:
+        probe_rng = random.Random(f"absent:{seed}:{task}:{length}")
+        examples = [with_absent_keys(ex, tok, probe_rng) for ex in examples]
+    return examples
+
+PROBED_TASKS = ('niah_single', 'mqar')
+
+def with_absent_keys(ex, tok, rng):
+    """The key probe: ex with every asked key, wherever it is asked (after its first occurrence,
+    which defines it), replaced by a held-out key of as many tokens that the prompt never mentions.
+    The gold answer stays: a model that reads the key can no longer find it (accuracy falls to
+    chance, 1 / MQAR_PAIRS for mqar), one that ignores the key keeps its accuracy."""
+    if ex.task not in PROBED_TASKS:
+        raise ValueError(f"the absent-key probe is defined for {', '.join(PROBED_TASKS)}, not {ex.task}")
+    taken = set(re.findall(r"[a-z]+", tok.decode(ex.prompt)))        # every word the prompt has
+    pool = MQAR_KEYS if ex.task == 'mqar' else EVAL_WORD_KEYS
+    seq = ex.prompt + ex.answer
+    for key in ex.keys:
+        old = tok.encode(" " + key)
+        while True:            # distinct replacements: a repeated one could point at an earlier query
+            new_key = rng.choice(pool)
+            new = tok.encode(" " + new_key)
+            if len(new) == len(old) and not set(new_key.split('-')) & taken:
+                taken.update(new_key.split('-'))
+                break
+        starts = [i for i in range(len(seq) - len(old) + 1) if seq[i:i + len(old)] == old]
+        for i in starts[1:]:
+            seq[i:i + len(old)] = new
+    return Example(ex.task, ex.split, seq[:len(ex.prompt)], seq[len(ex.prompt):], ex.values, ex.value_spans, ex.keys)
 
 def make_document(task, tok, length, rng, split='train'):
-    """A training document (the tokens of make_example, END included) and its loss mask: uint8,
-    1 exactly on the answer tokens, the targets the model is trained to predict."""
+    """A training document (the tokens of make_example, END included), its loss mask (1 exactly on
+    the value spans' tokens, the targets the model is trained to predict) and the example."""
     ex, end = make_example(task, tok, length, rng, split), tok.encode(END)
-    return ex.prompt + ex.answer + end, [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(end)
+    mask = [0] * (len(ex.prompt) + len(ex.answer) + len(end))
+    for s, e in ex.value_spans:
+        mask[len(ex.prompt) + s: len(ex.prompt) + e] = [1] * (e - s)
+    return ex.prompt + ex.answer + end, mask, ex
+
+def answer_distances(ex):
+    """For each value token of the answer: how many tokens back the position that predicts it sits
+    from that token's copy in the prompt (its last occurrence). A layer stack whose window layers
+    see d tokens back can copy a value with distance <= d without any global layer."""
+    out = []
+    for (s, e), value in zip(ex.value_spans, ex.values):
+        n = len(value)
+        src = next(i for i in range(len(ex.prompt) - n, -1, -1) if ex.prompt[i:i + n] == value)
+        for j in range(n):                       # value token j is predicted at prompt + e - n + j - 1
+            out.append(len(ex.prompt) + e - n + j - 1 - (src + j))
+    return out
 
 # -----------------------------------------------------------------------------
 # the packed corpus
@@ -424,10 +511,12 @@ def make_document(task, tok, length, rng, split='train'):
 CHUNK_ROWS = 256  # rows generated from one seed; chunks are independent, so the bytes never
                   # depend on how the work is split
 
-def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng):
-    """n_rows rows of block_size tokens, each filled with whole documents of random lengths;
-    the space left at the end of a row (too short for any document) is noise filler, mask 0."""
-    shortest = [min_length(t, tok) for t in tasks]
+def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, distances=None):
+    """n_rows rows of block_size tokens, each filled with whole documents of random lengths (at
+    least min_doc_len); the space left at the end of a row (too short for any document) is noise
+    filler, mask 0. distances: a histogram (numpy, indexed by distance) that answer_distances of
+    every document is added to."""
+    shortest = [max(min_length(t, tok), min_doc_len) for t in tasks]
     noise = tok.encode(NOISE)
     filler = (noise * (block_size // len(noise) + 1))[:block_size]
     ids = np.empty(n_rows * block_size, dtype=np.uint16)
@@ -440,12 +529,16 @@ def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng):
                 break
             i = rng.choices(fits, [weights[i] for i in fits])[0]
             n = rng.randint(shortest[i], left)
-            ids[pos:pos + n], mask[pos:pos + n] = make_document(tasks[i], tok, n, rng, 'train')
+            ids[pos:pos + n], mask[pos:pos + n], ex = make_document(tasks[i], tok, n, rng, 'train')
+            if distances is not None:
+                np.add.at(distances, answer_distances(ex), 1)
             pos, left = pos + n, left - n
         ids[pos:pos + left] = filler[:left]
     return ids, mask
 
-def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_dir, progress):
+
+def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_dir, progress, min_doc_len=0,
+                 distances=None):
     """Stream n_rows rows (+1 trailing filler token, so y = stream[i*T+1:(i+1)*T+1] exists)."""
     with open(os.path.join(out_dir, f'{split}.bin'), 'wb') as f_ids, \
             open(os.path.join(out_dir, f'{split}_mask.bin'), 'wb') as f_mask, \
@@ -453,7 +546,7 @@ def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_
         for c, start in enumerate(range(0, n_rows, CHUNK_ROWS)):
             rows = min(CHUNK_ROWS, n_rows - start)
             rng = random.Random(f"{data_seed}:{split}:{c}")
-            ids, mask = _pack_chunk(tok, tasks, weights, block_size, rows, rng)
+            ids, mask = _pack_chunk(tok, tasks, weights, block_size, rows, rng, min_doc_len, distances)
             ids.tofile(f_ids)
             mask.tofile(f_mask)
             bar.update(rows * block_size)
@@ -493,7 +586,7 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337, tokenizer='lengthgen',
-            val_tokens=0, progress=True):
+            val_tokens=0, min_doc_len=0, progress=True):
     """Write the packed corpus to out_dir (see the module docstring); -> its meta. Every argument is
     checked before anything is written (a ValueError naming the key). meta.json is removed first
     and written last, so a folder with meta.json is always complete."""
@@ -506,6 +599,8 @@ def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337
         raise ValueError(f"num_tokens={num_tokens} must be positive")
     if val_tokens < 0:
         raise ValueError(f"val_tokens={val_tokens} must be positive, or 0 for max(block_size, num_tokens // 50)")
+    if not 0 <= min_doc_len <= block_size:
+        raise ValueError(f"min_doc_len={min_doc_len} must be in 0..block_size ({block_size}); 0 = each task's minimum")
     if not out_dir:
         raise ValueError("out_dir is empty; name a folder, e.g. --out_dir=data/niah")
     try:
@@ -519,13 +614,15 @@ def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337
     if os.path.exists(meta_path):
         os.remove(meta_path)  # the old data stops being valid the moment we start
     val_tokens = val_tokens or max(block_size, num_tokens // 50)
+    distances = np.zeros(block_size + 1, dtype=np.int64)      # of the training answers' value tokens
     written = {split: _write_split(tok, names, weights, block_size, max(1, n // block_size), data_seed, split,
-                                   out_dir, progress)
+                                   out_dir, progress, min_doc_len, distances if split == 'train' else None)
                for split, n in (('train', num_tokens), ('val', val_tokens))}
     tok.save(os.path.join(out_dir, 'tokenizer.json'))
     meta = dict(version=VERSION, tokenizer=tok.name, vocab_size=tok.vocab_size, block_size=block_size,
                 tasks=dict(zip(names, weights)), data_seed=data_seed, num_tokens=num_tokens,
-                train_tokens=written['train'], val_tokens=written['val'])
+                train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
+                answer_distances=distances.tolist())
     write_atomic(meta_path, json.dumps(meta, indent=2).encode())
     return meta
 
@@ -559,6 +656,14 @@ def load_meta(data_dir):
             raise DataError(f"{p} has {os.path.getsize(p)} bytes, expected {size} (truncated?); regenerate with: {hint}")
     return meta
 
+def beyond_reach(meta, reach):
+    """The share of training answer tokens whose value sits more than `reach` tokens before the
+    position that predicts it (None for a corpus written without the distance histogram)."""
+    counts = meta.get('answer_distances')
+    if not counts or not sum(counts):
+        return None
+    return sum(counts[reach + 1:]) / sum(counts)
+
 def load_split(data_dir, split):
     """(ids, mask) of 'train' or 'val' as read-only memmaps: uint16 token ids, uint8 loss mask."""
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
@@ -566,12 +671,15 @@ def load_split(data_dir, split):
 
 def main(argv):
     cfg = configure(SETTINGS, argv)
+    reach = cfg.pop('reach')
     try:
         meta = prepare(**cfg)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens to {cfg['out_dir']} "
           f"(vocab {meta['vocab_size']}, tasks {meta['tasks']})")
+    print(f"{beyond_reach(meta, reach):.1%} of the training answers' value tokens sit more than {reach} tokens "
+          f"before the position that predicts them")
 
 if __name__ == '__main__':
     main(sys.argv[1:])

@@ -220,3 +220,34 @@ def test_cli_errors_are_one_line(tok, tmp_path, args, words):
     assert len(lines) == 1, out.stderr
     assert all(w in lines[0] for w in words), lines[0]
     assert sorted(os.listdir(run_dir)) == before
+
+
+class Lookup(torch.nn.Module):
+    """A planted mqar model. read_key=True: at each answer position, find where the current token
+    (the asked key) first occurs and predict the token after it, which is how a trained model
+    retrieves; read_key=False: predict the value of the first pair whatever is asked."""
+    def __init__(self, tok, read_key):
+        super().__init__()
+        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2)
+        self.vocab, self.read_key = tok.vocab_size, read_key
+
+    def forward(self, idx, targets):
+        pred = torch.zeros_like(targets)
+        for b, t in (targets != -1).nonzero().tolist():
+            seq = idx[b, :t + 1].tolist()
+            src = seq.index(seq[t]) if self.read_key else 0
+            pred[b, t] = idx[b, src + 1] if src < t else 0
+        return torch.nn.functional.one_hot(pred[targets != -1], self.vocab).float(), None
+
+
+def test_mqar_needs_the_key(tok):
+    """With every asked key swapped for one absent from the prompt (sample_data.with_absent_keys),
+    a model that retrieves by key falls from 1.0 to nothing, and one that ignores the key scores
+    chance (1 / MQAR_PAIRS) either way: mqar accuracy measures retrieval by key."""
+    reader, ignorer = Lookup(tok, read_key=True), Lookup(tok, read_key=False)
+    chance = 1 / sample_data.MQAR_PAIRS
+    for length in (128, 512):
+        assert E.evaluate(reader, tok, 'mqar', length, 40, 8, 'cpu') == 1.0
+        assert E.evaluate(reader, tok, 'mqar', length, 40, 8, 'cpu', absent_key=True) == 0.0
+        for absent in (False, True):
+            assert abs(E.evaluate(ignorer, tok, 'mqar', length, 40, 8, 'cpu', absent_key=absent) - chance) < 0.06

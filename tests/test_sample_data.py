@@ -14,7 +14,7 @@ import sample_data as sd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = 256  # block size of the test corpora (json_kv and vt need more than 128)
-VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5}
+VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5, "mqar": sd.MQAR_QUERIES}
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +89,8 @@ def test_examples_count_like_documents(tok, task):
         # assembling in token space equals tokenizing the text, also across prompt/answer/END
         assert roundtrip(tok, ex.prompt + ex.answer + end)
         text = tok.decode(ex.prompt)
-        for key in ex.keys:  # in the context and (but for vt's chain) in the question
-            assert text.count(key) >= (1 if task == "vt" else 2)
+        for key in ex.keys:  # in the context and (but for vt's chain and mqar's later queries) in the question
+            assert text.count(key) >= (1 if task in ("vt", "mqar") else 2)
     with pytest.raises(ValueError, match=f"at least {m}"):
         sd.make_example(task, tok, m - 1, rng, "eval")
 
@@ -99,12 +99,15 @@ def test_example_and_document_are_the_same_tokens(tok):
     """An eval example at 1x is a training document of block_size tokens: the same draw gives both."""
     for task in sd.TASKS:
         ex = sd.make_example(task, tok, T, random.Random(3), "train")
-        ids, mask = sd.make_document(task, tok, T, random.Random(3), "train")
-        assert ids == ex.prompt + ex.answer + tok.encode(sd.END) and len(ids) == T
-        assert mask == [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(tok.encode(sd.END))
+        ids, mask, doc_ex = sd.make_document(task, tok, T, random.Random(3), "train")
+        assert ids == ex.prompt + ex.answer + tok.encode(sd.END) and len(ids) == T and doc_ex == ex
+        in_spans = {len(ex.prompt) + i for s, e in ex.value_spans for i in range(s, e)}
+        assert mask == [int(i in in_spans) for i in range(T)]
+        if task != "mqar":   # the spans tile the answer: the mask is the answer
+            assert mask == [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(tok.encode(sd.END))
 
 
-@pytest.mark.parametrize("task", list(sd.TASKS))
+@pytest.mark.parametrize("task", [t for t in sd.TASKS if t != "mqar"])
 def test_value_spans_tile_the_answer(tok, task):
     """Scoring every span scores every answer token: the leading space and the separators too, so
     a model that puts END (or anything else) there is wrong."""
@@ -127,7 +130,7 @@ def test_min_length_is_the_shortest_document(tok):
     """The same counts as before the refactor (the corpus bytes depend on them), and a true bound:
     every draw fits at min_length; but for json_kv's UUIDs every draw has exactly that many."""
     before = {"niah_single": 77, "niah_multikey": 77, "niah_multivalue": 147, "niah_multiquery": 167,
-              "vt": 160, "json_kv": 178}
+              "vt": 160, "json_kv": 178, "mqar": 1 + 4 * sd.MQAR_PAIRS}
     assert {t: sd.min_length(t, tok) for t in sd.TASKS} == before
     rng, end = random.Random(0), tok.encode(sd.END)
     for task, m in before.items():
@@ -201,6 +204,86 @@ def test_multikey_distractors_use_other_keys(tok):
         assert len(keys) > 10 and keys.count(ex.keys[0]) == 1
 
 
+def test_mqar_layout(tok):
+    """Pairs open the document (key token, value token), the noise haystack follows, the queries
+    close it: each asked key again, followed by its value; the mask marks exactly those values."""
+    rng = random.Random(0)
+    end = tok.encode(sd.END)
+    for length in (sd.min_length("mqar", tok), 128, 1000):
+        ids, mask, ex = sd.make_document("mqar", tok, length, rng)
+        pairs = ids[:2 * sd.MQAR_PAIRS]
+        value_of = dict(zip(pairs[0::2], pairs[1::2]))
+        assert len(value_of) == sd.MQAR_PAIRS and len(set(value_of.values())) == sd.MQAR_PAIRS
+        assert all(re.fullmatch(r" [a-z]+", tok.decode([k])) and re.fullmatch(r"\d\d", tok.decode([v]))
+                   for k, v in value_of.items())
+        queries = ids[length - len(end) - 2 * sd.MQAR_QUERIES: length - len(end)]
+        assert [value_of[k] for k in queries[0::2]] == queries[1::2]      # every query's value is its pair's
+        assert len(set(queries[0::2])) == sd.MQAR_QUERIES and ids[length - len(end):] == end
+        targets = [i for i, m in enumerate(mask) if m]
+        assert targets == list(range(length - len(end) - 2 * sd.MQAR_QUERIES + 1, length - len(end), 2))
+        assert ex.prompt[-1] == queries[0] and [v[0] for v in ex.values] == queries[1::2]
+        assert tok.decode(ids[2 * sd.MQAR_PAIRS:length - len(end) - 2 * sd.MQAR_QUERIES]) in sd.NOISE * (length // 10)
+        assert roundtrip(tok, ids)
+    # no held-out keys (an unseen key token's embedding is untrained): both splits draw from
+    # MQAR_KEYS, which leaves out the one adjective of the noise haystack
+    keys = {k for split in ("train", "eval") for _ in range(100) for k in sd.make_example("mqar", tok, 200, rng, split).keys}
+    assert keys <= set(sd.MQAR_KEYS) and len(keys) > 100 and "green" not in sd.MQAR_KEYS and " green" in sd.NOISE
+
+
+def test_answer_distances_count_back_from_the_predicting_position(tok):
+    """mqar: the value token at prompt position 2i+1 is predicted by the query key's position; niah:
+    each of the 4 value tokens is as far from its copy as the answer is from the needle."""
+    ex = sd.make_example("mqar", tok, 200, random.Random(1), "train")
+    seq = ex.prompt + ex.answer
+    want = []
+    for s, e in ex.value_spans:
+        pos = len(ex.prompt) + s                     # the target's position; predicted at pos - 1
+        src = seq.index(seq[pos])                    # its value in the pairs, the first occurrence
+        assert src < 2 * sd.MQAR_PAIRS and seq[src - 1] == seq[pos - 1]   # after the same key
+        want.append(pos - 1 - src)
+    assert sd.answer_distances(ex) == want and min(want) > 200 - 4 * sd.MQAR_PAIRS - 3
+    ex = sd.make_example("niah_single", tok, 300, random.Random(1), "train")
+    d = sd.answer_distances(ex)
+    assert len(d) == 4 and len(set(d)) == 1 and 0 < d[0] < 300
+
+
+def test_min_doc_len_removes_the_window_shortcut(tmp_path):
+    """The measured share of training answers beyond the window layers' reach, pinned for the
+    layouts the configs use: config/mqar.py's documents fill more than half a 64-token row, so every
+    answer lies beyond 2 window layers of 4 (6 tokens); without min_doc_len, short documents put
+    some within it. niah_single at 128 tokens: every value sits more than 30 tokens back (window 16),
+    but only 15% beyond 62 (window 32, most of it reachable through the window)."""
+    cfg = {}
+    exec(open(os.path.join(ROOT, "config", "mqar.py")).read(), {"open": lambda p: open(os.path.join(ROOT, p))}, cfg)
+    reach = 2 * (cfg["window"] - 1)
+    assert cfg["tasks"] == "mqar" and cfg["nope_every"] == 2 and cfg["n_layer"] == 4 and 2 * cfg["min_doc_len"] > cfg["block_size"]
+    meta = sd.prepare(str(tmp_path / "a"), cfg["block_size"], 200 * cfg["block_size"], tasks="mqar",
+                      min_doc_len=cfg["min_doc_len"], progress=False)
+    assert sd.beyond_reach(meta, reach) == 1.0
+    assert sum(meta["answer_distances"]) == 200 * sd.MQAR_QUERIES       # one document per row
+    meta = sd.prepare(str(tmp_path / "b"), cfg["block_size"], 200 * cfg["block_size"], tasks="mqar", progress=False)
+    assert 0.85 < sd.beyond_reach(meta, reach) < 0.95
+    meta = sd.prepare(str(tmp_path / "c"), 128, 200 * 128, tasks="niah_single", progress=False)
+    assert sd.beyond_reach(meta, 30) == 1.0 and 0.1 < sd.beyond_reach(meta, 62) < 0.2
+
+
+def test_absent_key_probe_swaps_only_the_asked_keys(tok):
+    """The probe keeps the definitions (the pairs, the needle) and the gold answer, and asks for
+    keys that the prompt never mentions. A model that ignores the key (here: answer with the value
+    of the pair that the query's position points at, or niah_single's only number) is unaffected on
+    niah_single and at chance (1/8) on mqar with and without the probe: only mqar needs the key."""
+    for task in sd.PROBED_TASKS:
+        plain = sd.eval_examples(task, tok, 300, 20)
+        probed = sd.eval_examples(task, tok, 300, 20, absent_key=True)
+        for a, b in zip(plain, probed):
+            assert b.values == a.values and len(b.prompt) == len(a.prompt) and len(b.answer) == len(a.answer)
+            for key in a.keys:
+                assert tok.decode(b.prompt + b.answer).count(key) == 1         # only where it is defined
+            assert b.prompt[:2 * sd.MQAR_PAIRS] == a.prompt[:2 * sd.MQAR_PAIRS]
+    with pytest.raises(ValueError, match="absent-key probe"):
+        sd.eval_examples("vt", tok, 300, 1, absent_key=True)
+
+
 # -----------------------------------------------------------------------------
 # held-out keys
 
@@ -234,10 +317,10 @@ def test_eval_keys_never_in_training_data_and_only_in_eval_examples(tok, tmp_pat
 
 def test_document_mask_marks_exactly_the_answer(tok):
     rng = random.Random(0)
-    for task in sd.TASKS:
+    for task in [t for t in sd.TASKS if t != "mqar"]:    # mqar's mask: test_mqar_layout
         n = sd.min_length(task, tok)
         for total in (n, n + 1, n + 50):
-            ids, mask = sd.make_document(task, tok, total, rng)
+            ids, mask, _ = sd.make_document(task, tok, total, rng)
             assert len(ids) == len(mask) == total
             on = [i for i, m in enumerate(mask) if m]
             assert on == list(range(on[0], on[-1] + 1))  # one contiguous run...
