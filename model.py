@@ -172,6 +172,7 @@ class GPTConfig:
     dropout_site: str = 'none'  # one of SITES
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
     nope_every: int = 0         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
+    nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the last (W N W N)
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
     d_state: int = 64           # Mamba2: state size n
@@ -539,7 +540,7 @@ class Block(nn.Module):
         self.drop_res = residual_dropout(config)
         if self.kind == 'A':
             nth_attention = sum(config.layer_kind(j) == 'A' for j in range(i + 1))
-            global_nope = config.nope_every > 0 and nth_attention % config.nope_every == 0
+            global_nope = config.nope_every > 0 and (nth_attention - config.nope_first) % config.nope_every == 0
             self.mixer = CausalSelfAttention(config, use_rope=not global_nope,
                                              window=0 if global_nope else config.window)
             self.norm_2 = nn.RMSNorm(config.n_embd, eps=1e-5)

@@ -15,7 +15,9 @@ processes. The loss is the mean over the answer tokens of the whole step. What t
 (initial weights, batch order, dropout masks) comes from `seed` alone, the corpus from `data_seed`:
 the masks of a step are seeded by (seed, step, micro-batch), so a resumed run continues exactly.
 Every eval_interval the checkpoint is written atomically, then val loss and a quick length eval go
-to out_dir/log.jsonl. init_from='resume' continues out_dir's run; init_from=<run dir or ckpt.pt>
+to out_dir/log.jsonl. The run has fit at the first quick eval whose 1x accuracy reaches fit_accuracy
+on every eval task (logged as fit_iter); with steps_after_fit it stops that many steps later, so runs
+that fit at different steps are compared after the same training past the fit. init_from='resume' continues out_dir's run; init_from=<run dir or ckpt.pt>
 starts from another run's weights with a fresh optimizer and this run's settings.
 """
 
@@ -49,6 +51,7 @@ num_tokens = 10_000_000    # training tokens to generate when data_dir is empty
 data_seed = 1337           # seeds the corpus; `seed` never changes it
 tokenizer = 'lengthgen'    # the offline tokenizer built by sample_data.py
 loss_on = 'answers'        # 'answers': loss only on answer tokens (as Zoology's MQAR); 'all': LM loss
+min_doc_len = 0            # shortest training document in tokens (0 = each task's own minimum)
 block_size = 128           # the training length: the longest training document
 batch_size = 32            # rows per micro-batch
 gradient_accumulation_steps = 1  # micro-batches per optimizer step, over all processes together
@@ -58,6 +61,7 @@ n_head = 4                 # attention heads
 n_embd = 128               # width
 window = 0                 # sliding-window size of RoPE attention layers (0 = full causal)
 nope_every = 0             # every k-th attention layer is global without RoPE (0 = never)
+nope_first = False         # True: the NoPE layer comes first in each group of nope_every (N W N W, not W N W N)
 block_pattern = 'A'        # cycled over layers: 'A' attention + MLP, 'M' Mamba2 ('AM' = hybrid)
 rope_theta = 10000.0       # RoPE base
 d_state = 64               # Mamba2 state size
@@ -69,7 +73,10 @@ dropout = 0.1              # the drop probability p
 dropout_site = 'vpad'      # 'none', 'pre_norm', 'pre_linear' or 'vpad'
 # AdamW
 learning_rate = 1e-3       # peak learning rate
-max_iters = 2000           # optimizer steps
+max_iters = 2000           # optimizer steps (the cap when steps_after_fit is set)
+fit_accuracy = 0.95        # the run has fit at the first quick eval with 1x accuracy >= this on every eval task
+steps_after_fit = 0        # stop this many steps after the fit, so runs compare after equal training past
+                           # it (0 = always run max_iters); a run that never fits stops at max_iters
 weight_decay = 0.0         # 0 = off; decay only ever touches linear weight matrices
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
@@ -101,7 +108,7 @@ POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_
             'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
             'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
-                'min_lr', 'peak_flops')
+                'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
 
 
 class Split(NamedTuple):
@@ -147,6 +154,12 @@ def check_config(cfg):
                 raise ValueError(f"eval_tasks: unknown task {t!r}; tasks are {', '.join(sample_data.TASKS)}")
         quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
         final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
+        if cfg['steps_after_fit'] and 1 not in quick:
+            raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
+        if not 0 < cfg['fit_accuracy'] <= 1:
+            raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
+        if cfg['min_doc_len'] > cfg['block_size']:
+            raise ValueError(f"min_doc_len={cfg['min_doc_len']} is longer than block_size={cfg['block_size']}")
         for t in eval_tasks:
             need = sample_data.min_length(t, tok)
             if cfg['block_size'] * min(quick + final) < need:
@@ -211,7 +224,7 @@ def open_data(cfg, master):
         if master and not os.path.exists(meta_path):
             print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
             sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
-                                data_seed=cfg['data_seed'], tokenizer=cfg['tokenizer'])
+                                data_seed=cfg['data_seed'], tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
         if dist.is_initialized():
             dist.barrier()
         meta = sample_data.load_meta(cfg['data_dir'])
@@ -220,8 +233,9 @@ def open_data(cfg, master):
         raise SystemExit(str(e))
     names, weights = sample_data.parse_tasks(cfg['tasks'])
     wanted = dict(block_size=cfg['block_size'], tokenizer=cfg['tokenizer'], tasks=dict(zip(names, weights)),
-                  data_seed=cfg['data_seed'], num_tokens=cfg['num_tokens'])
-    differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
+                  data_seed=cfg['data_seed'], num_tokens=cfg['num_tokens'], min_doc_len=cfg['min_doc_len'])
+    differ = {k: (meta.get(k, 0 if k == 'min_doc_len' else None), v) for k, v in wanted.items()
+              if meta.get(k, 0 if k == 'min_doc_len' else None) != v}
     if differ:
         raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
                          + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
@@ -267,6 +281,19 @@ def read_log(path, upto):
     return kept
 
 
+def window_reach(model):
+    """How many tokens back the sliding-window RoPE layers alone can carry information: each moves
+    it window - 1 tokens. None when some layer sees the whole context by position (full-causal RoPE)
+    or carries state (Mamba2): then there is no window to speak of."""
+    layers = model.describe_layers()
+    return None if set(layers) & {'R', 'M'} else layers.count('W') * (model.config.window - 1)
+
+
+def fits(accs, threshold):
+    """The fit rule: 1x accuracy >= threshold on every task of a length eval {task: {'1x': acc}}."""
+    return all(by_m.get('1x') is not None and by_m['1x'] >= threshold for by_m in accs.values())
+
+
 def format_accuracy(acc):
     return 'n/a (skipped)' if acc is None else f"{acc:.2f}"
 
@@ -289,7 +316,8 @@ def start_model(cfg, tok, device):
         # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window may change)
         keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern',
                                                           'd_state', 'expand', 'headdim', 'd_conv']
-        changed = {k: (ckpt['model_args'].get(k), model_args[k]) for k in keys if ckpt['model_args'].get(k) != model_args[k]}
+        saved = {k: ckpt['model_args'].get(k, getattr(GPTConfig, k)) for k in keys}   # a key added since: its default
+        changed = {k: (saved[k], model_args[k]) for k in keys if saved[k] != model_args[k]}
         if changed:
             raise SystemExit(f"{path} was trained with other model settings: "
                              + ", ".join(f"{k}={a!r} (this run: {b!r})" for k, (a, b) in changed.items()))
@@ -315,18 +343,18 @@ def start_model(cfg, tok, device):
 
 def open_log(out_dir, resumed, iter_num):
     """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
-    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, logged iters)"""
+    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, {iter: record})"""
     log_path = os.path.join(out_dir, 'log.jsonl')
     if not resumed:          # (a checkpoint here was refused before anything was generated)
         if os.path.exists(log_path):          # a run that died before its first checkpoint
             os.replace(log_path, log_path + '.old')
             print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
-        return log_path, set()
+        return log_path, {}
     if os.path.exists(log_path):
         kept = read_log(log_path, iter_num)
         sample_data.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
-        return log_path, {r['iter'] for r in kept}
-    return log_path, set()
+        return log_path, {r['iter']: r for r in kept}
+    return log_path, {}
 
 
 if __name__ == '__main__':
@@ -375,6 +403,12 @@ if __name__ == '__main__':
         tok.save(os.path.join(out_dir, 'tokenizer.json'))             # eval_lengths.py reads it from the run dir
         print(f"tokens per iteration: {tokens_per_iter:,} ({world_size} process(es) x {micro_steps} micro-steps "
               f"x {micro_rows} rows x {block_size} tokens); device {device}, {dtype}")
+        reach = window_reach(model)
+        if reach is not None and sample_data.beyond_reach(meta, reach) is not None:
+            print(f"{sample_data.beyond_reach(meta, reach):.1%} of the training answers lie beyond the window layers' "
+                  f"reach ({reach} tokens): only a global layer can retrieve them")
+    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record
+    fit_iter = logged[max(logged)].get('fit_iter') if master and logged else None
     raw_model = model
     if compile:
         model = torch.compile(model)
@@ -415,11 +449,17 @@ if __name__ == '__main__':
         raw_model.train()
         return accs
 
-    def checkpoint(val_loss):
+    def stop_iter():
+        """max_iters, or steps_after_fit past the fit if that comes first."""
+        if fit_iter is None or not steps_after_fit:
+            return max_iters
+        return min(max_iters, fit_iter + steps_after_fit)
+
+    def checkpoint(val_loss, finished):
         save_checkpoint({'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
                          'model_args': raw_model.config.__dict__, 'config': cfg, 'iter_num': iter_num,
                          'best_val_loss': best_val_loss, 'val_loss': val_loss, 'tokenizer': tok.name,
-                         'data_meta': meta, **notes}, ckpt_path)
+                         'data_meta': meta, 'fit_iter': fit_iter, 'finished': finished, **notes}, ckpt_path)
 
     def diverged(what):
         """Stop without writing anything: the last checkpoint holds the last good weights."""
@@ -433,7 +473,8 @@ if __name__ == '__main__':
     while True:
         # Evaluate at the top of an iteration: checkpoint first (nothing is lost if the length eval
         # fails), then the length eval and the log line. A resumed run does not checkpoint again.
-        if iter_num % eval_interval == 0 or iter_num == max_iters:
+        final = iter_num == stop_iter()
+        if iter_num % eval_interval == 0 or final:
             if resumed and iter_num == start_iter:
                 val_loss = None
             else:
@@ -441,21 +482,31 @@ if __name__ == '__main__':
                 if not math.isfinite(val_loss):
                     diverged(f"val loss is {val_loss} at iter {iter_num}")
                 best_val_loss = min(best_val_loss, val_loss)
-                if master and (always_save_checkpoint or val_loss <= best_val_loss or iter_num == max_iters):
-                    checkpoint(val_loss)
+                if master and (always_save_checkpoint or val_loss <= best_val_loss or final):
+                    checkpoint(val_loss, final)
             if master and iter_num not in logged:
-                accs = length_eval(final_multiples_ if iter_num == max_iters else quick_multiples)
+                accs = length_eval(final_multiples_ if final else quick_multiples)
+                # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
+                if fit_iter is None and fits(accs, fit_accuracy) and not (final and steps_after_fit):
+                    fit_iter = iter_num
+                    print(f"fit at iter {iter_num}: 1x accuracy >= {fit_accuracy}"
+                          + (f"; stopping at iter {stop_iter()}" if steps_after_fit else ""))
                 record = {'iter': iter_num, 'train_loss': loss_f, 'val_loss': val_loss, 'lr': get_lr(iter_num, cfg),
                           'tokens_per_sec': tokens_per_sec, 'mfu': mfu, 'elapsed_s': round(time.time() - t_start, 1),
-                          'length_eval': accs, **(notes if iter_num == start_iter else {})}
+                          'length_eval': accs, 'fit_iter': fit_iter, **({'final': True} if final else {}),
+                          **(notes if iter_num == start_iter else {})}
                 with open(log_path, 'a') as f:
                     f.write(json.dumps(record) + '\n')
-                logged.add(iter_num)
+                logged[iter_num] = record
                 for task, by_m in accs.items():
                     print(f"eval {iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
                           + ", ".join(f"{int(m[:-1]) * block_size} ({m}): {format_accuracy(a)}" for m, a in by_m.items()))
+            if ddp:  # every process stops at the step rank 0 decided
+                t = torch.tensor([-1 if fit_iter is None else fit_iter], device=device)
+                dist.broadcast(t, 0)
+                fit_iter = None if t.item() < 0 else int(t.item())
             t_last, iter_last = time.time(), iter_num   # the eval's time is not training time
-        if iter_num >= max_iters:
+        if iter_num >= stop_iter():
             break
 
         lr = get_lr(iter_num, cfg)
@@ -499,8 +550,8 @@ if __name__ == '__main__':
             t_last, iter_last = t_now, iter_num
             tokens_per_sec = tokens_per_iter / dt
             mfu = raw_model.estimate_mfu(tokens_per_iter // world_size, dt, peak_flops, n_step / tokens_per_iter) if peak_flops else 0.0
-            eta = (max_iters - iter_num) * dt
-            print(f"iter {iter_num}/{max_iters}: loss {loss_f:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
+            eta = (stop_iter() - iter_num) * dt
+            print(f"iter {iter_num}/{stop_iter()}: loss {loss_f:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
                   f"{tokens_per_sec:,.0f} tok/s" + (f", mfu {mfu * 100:.1f}%" if peak_flops else "")
                   + f", eta {eta / 60:.1f} min")
 

@@ -234,6 +234,35 @@ def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, 
     assert torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)['iter_num'] == 2
 
 
+def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tmp_path):
+    """A planted length eval that reaches the fit rule (1x >= fit_accuracy) from iter 4 on: the run
+    logs fit_iter from there, stops steps_after_fit = 3 steps later (before max_iters) with the final
+    eval, marks the checkpoint finished, and a resume of the finished run trains nothing more."""
+    out_dir = str(tmp_path / 'fit')
+    code = ("import runpy, sys, eval_lengths\n"
+            "calls = []\n"
+            "def evaluate(model, tok, task, length, *a, **k):\n"
+            "    calls.append(length)\n"
+            "    return 1.0 if len(calls) > 2 else 0.5\n"     # iters 0 and 2 miss, iter 4 fits
+            "eval_lengths.evaluate = evaluate\n"
+            "sys.argv = ['train.py'] + sys.argv[1:]\n"
+            "runpy.run_path('train.py', run_name='__main__')\n")
+    args = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
+            '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
+    out = run('-c', code, *args, module=())
+    assert 'fit at iter 4' in out.stdout and 'stopping at iter 7' in out.stdout
+    records = log(out_dir)
+    assert [(r['iter'], r['fit_iter'], r.get('final', False)) for r in records] == [
+        (0, None, False), (2, None, False), (4, 4, False), (6, 4, False), (7, 4, True)]
+    assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}        # the final multiples
+    ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
+    assert ckpt['iter_num'] == 7 and ckpt['finished'] and ckpt['fit_iter'] == 4
+    run('-c', code, *args, '--init_from=resume', module=())
+    assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
+    assert train.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
+    assert not train.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not train.fits({'a': {'4x': 1.0}}, 0.5)
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path):
     out_dir = str(tmp_path / 'nan')
     base = ['config/vpad.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2', '--dropout_site=none']
