@@ -18,17 +18,30 @@ outlives a terminal. With --dry_run nothing is trained: it prints one train.py c
 run (each run dir is independent: a scheduler's job array can run them anywhere) and summarizes
 what has finished. The summary goes to results_dir (default: out_dir): results.json (per arm its
 overrides; per task and length multiple the per-seed accuracies, mean and standard deviation; the
-train-vs-eval mismatch at the arm's dropout site), results.md, accuracy_vs_length.png and
+train-vs-eval mismatch at the arm's dropout site; its outcomes under the pre-registered rule below
+and their exact tests against the control arm), results.md, accuracy_vs_length.png and
 accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
 extrapolation rise, then fall, during training?). The PNGs need matplotlib.
+
+A run nearly always either extrapolates or collapses, so the summary also counts outcomes, under a
+rule set in the study config before the runs (control, fit_accuracy, extrap_*): a run fits at its
+first quick eval with every task's 1x accuracy >= fit_accuracy (else it "never fit": counted apart,
+out of the extrapolation statistics), and a fit run extrapolates when its final-eval accuracy at
+extrap_multiple x is >= extrap_threshold. Per arm: fit count, steps to fit, the share that
+extrapolates (Wilson interval), the mean accuracy at extrap_multiple x (t interval); per arm against
+the control: Fisher's exact test (Holm-corrected over the arms), a permutation test of the mean, a
+paired sign-flip test where both arms continue the same runs, and the seeds 80% power would need.
 """
 
 import contextlib
 import io
+import itertools
 import json
 import math
 import os
+import random
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +59,12 @@ workers = 1                # runs trained at a time; the CPU threads are split b
 dry_run = False            # print the train.py command of each pending run, train nothing
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
 num_samples = 100          # held-out examples per task and length in the final eval
+# the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
+control = 'none'           # the arm every other arm is tested against; '' = no tests
+fit_accuracy = 0.95        # a run fits at its first quick eval with every task's 1x accuracy >= this (an unfit run says nothing of length)
+extrap_multiple = 16       # the length (x block_size) where extrapolation is judged: one length fixed in advance, not the best of many
+extrap_threshold = 0.9     # a fit run extrapolates when its final-eval accuracy at extrap_multiple x is >= this (runs are near binary)
+extrap_task = ''           # the one task that decides it, fixed in advance; '' = the first of each run's eval tasks
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
@@ -108,18 +127,30 @@ def plan(cfg, passed, selected, train_settings):
     if cfg['workers'] < 1 or cfg['num_samples'] < 1:
         fail("workers and num_samples must be positive")
     try:
-        eval_lengths.parse_multiples('multiples', cfg['multiples'])
+        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
     except ValueError as e:
         fail(str(e))
+    if cfg['control'] and cfg['control'] not in cfg['arms']:
+        fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, or '' for no tests")
+    for k in ('fit_accuracy', 'extrap_threshold'):
+        if not 0 < cfg[k] <= 1:
+            fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
+    if cfg['extrap_multiple'] not in mults:
+        fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval would not measure it")
     runs = []
     for arm in cfg['arms']:
         overrides = cfg['arms'][arm]
         if not isinstance(overrides, dict):
             fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
+        # one fit rule: train.py's (it logs fit_iter, and stops steps_after_fit after it) is the study's
+        fit_rule = [f"--fit_accuracy={cfg['fit_accuracy']}"] if 'fit_accuracy' in train_settings else []
+        if any(o.get('fit_accuracy', cfg['fit_accuracy']) != cfg['fit_accuracy'] for o in (cfg['common'], overrides)):
+            fail(f"arm '{arm}': fit_accuracy is the study's pre-registered fit rule: set it once, at the top of the "
+                 f"study config, not in common or an arm")
         for seed in seed_list:
             run_dir = os.path.join(cfg['out_dir'], arm, f'seed{seed}')
             argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed),
-                    *(p.replace('{seed}', str(seed)) for p in passed), f'--seed={seed}', f'--out_dir={run_dir}']
+                    *(p.replace('{seed}', str(seed)) for p in passed), *fit_rule, f'--seed={seed}', f'--out_dir={run_dir}']
             try:  # the exact settings train.py will use, checked as train.py checks them
                 with contextlib.redirect_stdout(io.StringIO()):
                     run_cfg = configure(train_settings, argv)
@@ -129,13 +160,15 @@ def plan(cfg, passed, selected, train_settings):
                 eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+            if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:
+                fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks ({', '.join(eval_tasks)})")
             runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
                          'selected': selected is None or arm in selected})
     return runs
 
 
 def state(run):
-    """'done', 'partial' (a checkpoint short of max_iters) or 'new'; exits if the run dir holds a
+    """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
     run with other settings (it would be mixed into this study's results), unless the run is not
     selected: then it is 'other', left out of the summary."""
     path = os.path.join(run['dir'], 'ckpt.pt')
@@ -143,18 +176,25 @@ def state(run):
         return 'new'
     ckpt = train.load_checkpoint(path)
     saved, wanted = ckpt['config'], run['cfg']
-    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k) != wanted[k]]
+    # a key the checkpoint lacks came to train.py after the run: its default is what the run did
+    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k, getattr(train, k, None)) != wanted[k]]
     if differ and not run['selected']:
         return 'other'
     if differ:
         raise SystemExit(f"{run['dir']} was trained with other settings ("
                          + ", ".join(f"{k}={saved.get(k)!r}, study: {wanted[k]!r}" for k in differ[:4])
                          + f"): pick another out_dir, or delete {run['dir']} to retrain it")
-    if ckpt['iter_num'] < wanted['max_iters']:
+    if not finished(ckpt):
         return 'partial'
-    logged = train.read_log(os.path.join(run['dir'], 'log.jsonl'), wanted['max_iters']) \
+    last = ckpt['iter_num']                    # max_iters, or earlier for a run stopped steps_after_fit after its fit
+    logged = train.read_log(os.path.join(run['dir'], 'log.jsonl'), last) \
         if os.path.exists(os.path.join(run['dir'], 'log.jsonl')) else []
-    return 'done' if any(r['iter'] == wanted['max_iters'] for r in logged) else 'partial'
+    return 'done' if any(r['iter'] == last for r in logged) else 'partial'
+
+
+def finished(ckpt):
+    """train.py marks the checkpoint of a run that ended; older checkpoints only say where they stopped."""
+    return ckpt.get('finished', ckpt['iter_num'] >= ckpt['config']['max_iters'])
 
 
 def check_sources(runs):
@@ -164,7 +204,7 @@ def check_sources(runs):
         if run['state'] == 'done' or not run['selected'] or source in ('scratch', 'resume'):
             continue
         path = train.init_path(source)
-        done = os.path.isfile(path) and (lambda c: c['iter_num'] >= c['config']['max_iters'])(train.load_checkpoint(path))
+        done = os.path.isfile(path) and finished(train.load_checkpoint(path))
         if not done:
             raise SystemExit(f"config error: arm '{run['arm']}', seed {run['seed']}: init_from={source!r} is not a "
                              f"finished run yet; run the study it comes from first")
@@ -192,13 +232,16 @@ def prepare_data(runs):
         if run['selected'] and run['state'] != 'done' and not os.path.exists(os.path.join(c['data_dir'], 'meta.json')):
             print(f"generating {c['data_dir']} ({c['tasks']}, {c['num_tokens']:,} tokens)")
             sample_data.prepare(c['data_dir'], c['block_size'], c['num_tokens'], tasks=c['tasks'],
-                                data_seed=c['data_seed'], tokenizer=c['tokenizer'])
+                                data_seed=c['data_seed'], tokenizer=c['tokenizer'], min_doc_len=c['min_doc_len'])
 
 
 def train_grid(runs, workers):
     """Train the pending runs, `workers` at a time, each a train.py subprocess writing train.log in
     its run dir. -> the runs that failed."""
-    pending = [r for r in runs if r['selected'] and r['state'] != 'done']
+    # seed by seed across the arms: a grid cut short leaves every arm with as many finished seeds
+    seed_order = list(dict.fromkeys(r['seed'] for r in runs))
+    pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'),
+                     key=lambda r: seed_order.index(r['seed']))
     threads = max(1, (os.cpu_count() or 1) // workers)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
     running, failed, n_done = [], [], sum(r['selected'] and r['state'] == 'done' for r in runs)
@@ -301,9 +344,226 @@ def mean_std(xs):
     return m, sd
 
 
+# -----------------------------------------------------------------------------
+# Outcomes and their tests. A run nearly always either extrapolates or collapses, and a study has
+# 2-5 seeds per arm: so per-run outcomes and exact tests, not a mean ± std over seeds alone.
+# Plain Python (math.comb), no scipy; tests/test_ablate.py checks them against scipy's numbers.
+
+TESTS = {'alpha': 0.05, 'power': 0.8}     # a dict, not config keys: fixed with the tests they size
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # t_0.975, df 1..30
+
+
+def fisher_exact(a, b, c, d):
+    """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: with the margins fixed, the
+    probability of a table no likelier than this one. The weights are integers, so ties are exact."""
+    r1, r2, c1 = a + b, c + d, a + c
+    weight = lambda x: math.comb(r1, x) * math.comb(r2, c1 - x)  # noqa: E731
+    observed = weight(a)
+    return sum(w for w in map(weight, range(max(0, c1 - r2), min(r1, c1) + 1)) if w <= observed) / math.comb(r1 + r2, c1)
+
+
+def smallest_fisher_p(n1, n2):
+    """The smallest p Fisher's test can give with n1 and n2 runs: above alpha, no outcome is significant."""
+    return min(fisher_exact(a, n1 - a, c, n2 - c) for a in range(n1 + 1) for c in range(n2 + 1))
+
+
+def wilson(k, n, z=1.959963984540054):
+    """95% Wilson score interval of a share k/n: unlike k/n ± 1.96 se it stays in [0, 1] and is not
+    zero-width at 0/n or n/n, which are the common shares here."""
+    if n == 0:
+        return None
+    p, z2 = k / n, z * z
+    centre, half = (p + z2 / (2 * n)) / (1 + z2 / n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [0.0 if k == 0 else centre - half, 1.0 if k == n else centre + half]   # exact ends, no float dust
+
+
+def mean_ci(xs):
+    """-> (mean, 95% Student t interval clipped to [0, 1] (accuracies)); the interval needs 2 values."""
+    if not xs:
+        return None, None
+    m, sd = mean_std(xs)
+    if sd is None:
+        return m, None
+    df = len(xs) - 1
+    z = 1.959963984540054
+    t = T975[df - 1] if df <= len(T975) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    half = t * sd / math.sqrt(len(xs))
+    return m, [max(0.0, m - half), min(1.0, m + half)]
+
+
+def holm(ps):
+    """Holm's step-down adjustment of p-values (same order): controls the family-wise error over the arms."""
+    adjusted, running = [None] * len(ps), 0.0
+    for rank, i in enumerate(sorted(range(len(ps)), key=lambda i: ps[i])):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def permutation_test(x, y, max_exact=200_000, n_random=20_000, seed=0):
+    """Two-sided permutation test of mean(x) = mean(y): the share of the splits of the pooled values
+    into groups of len(x) and len(y) whose |difference of means| is at least the observed one.
+    Every split when there are at most max_exact, else n_random random ones. -> (p, method)."""
+    pooled, n = list(x) + list(y), len(x)
+    total = sum(pooled)
+    diff = lambda sx: abs(sx / n - (total - sx) / len(y))  # noqa: E731
+    observed = diff(sum(x)) - 1e-9               # a tie in exact arithmetic must count despite float noise
+    splits = math.comb(len(pooled), n)
+    if splits <= max_exact:
+        hits = sum(diff(sum(pooled[i] for i in idx)) >= observed for idx in itertools.combinations(range(len(pooled)), n))
+        return hits / splits, f"exact: all {splits:,} splits"
+    rng = random.Random(seed)
+    hits = sum(diff(sum(rng.sample(pooled, n))) >= observed for _ in range(n_random))
+    return (hits + 1) / (n_random + 1), f"Monte Carlo: {n_random:,} random splits (seed {seed}), p = (hits + 1) / (draws + 1)"
+
+
+def sign_flip_test(d, max_exact=2 ** 16, n_random=20_000, seed=0):
+    """Two-sided paired test of mean(d) = 0 over per-seed differences d: under the null each
+    difference is as likely negated, so p is the share of sign patterns whose |sum| is at least the
+    observed one. Every pattern when there are at most max_exact, else n_random random ones. -> (p, method)."""
+    observed = abs(sum(d)) - 1e-9
+    if 2 ** len(d) <= max_exact:
+        hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= observed for signs in itertools.product((1, -1), repeat=len(d)))
+        return hits / 2 ** len(d), f"exact: all {2 ** len(d):,} sign patterns"
+    rng = random.Random(seed)
+    hits = sum(abs(sum(v if rng.random() < 0.5 else -v for v in d)) >= observed for _ in range(n_random))
+    return (hits + 1) / (n_random + 1), f"Monte Carlo: {n_random:,} random sign patterns (seed {seed}), p = (hits + 1) / (draws + 1)"
+
+
+def power_fisher(p1, p2, n, alpha=0.05):
+    """Power of the two-sided Fisher test at level alpha, n runs per arm, true rates p1 and p2:
+    the chance of a significant table, summed exactly over both binomials. Given the total t of
+    successes the test rejects the least likely tables (hypergeometric) while their mass is <= alpha."""
+    comb = [math.comb(n, k) for k in range(n + 1)]
+    b1 = [comb[k] * p1 ** k * (1 - p1) ** (n - k) for k in range(n + 1)]
+    b2 = [comb[k] * p2 ** k * (1 - p2) ** (n - k) for k in range(n + 1)]
+    power = 0.0
+    for t in range(2 * n + 1):
+        weights = sorted((comb[x] * comb[t - x], x) for x in range(max(0, t - n), min(n, t) + 1))
+        total, mass = math.comb(2 * n, t), 0
+        for w, tied in itertools.groupby(weights, key=lambda wx: wx[0]):   # equally likely tables share a p
+            tied = [x for _, x in tied]
+            mass += w * len(tied)
+            if mass / total > alpha:
+                break
+            power += sum(b1[x] * b2[t - x] for x in tied)
+    return power
+
+
+def seeds_for_power(p1, p2, power=0.8, alpha=0.05, n_max=200):
+    """The smallest n per arm at which power_fisher reaches `power`: an int, f'>{n_max}', or None
+    when p1 == p2 (no effect: no n suffices)."""
+    if p1 == p2:
+        return None
+    return next((n for n in range(1, n_max + 1) if power_fisher(p1, p2, n, alpha) >= power), f'>{n_max}')
+
+
+def fit_iter_of(records, fit_accuracy):
+    """The first eval iteration at which the run fit, or None. train.py notes it in its eval records
+    ('fit_iter'); a log written before it did is read with the same rule: the first record whose 1x
+    accuracy is >= fit_accuracy for every task of its length eval."""
+    if records and 'fit_iter' in records[-1]:
+        return records[-1]['fit_iter']
+    for rec in records:
+        accs = rec.get('length_eval') or {}
+        if accs and all(isinstance(a, dict) and a.get('1x') is not None and a['1x'] >= fit_accuracy for a in accs.values()):
+            return rec['iter']
+    return None
+
+
+def find_fit(runs, fit_accuracy):
+    """run['fit_iter'] of every finished run, from its log.jsonl."""
+    for run in runs:
+        if run['state'] == 'done':
+            run['fit_iter'] = fit_iter_of(train.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf')), fit_accuracy)
+
+
+def init_template(cfg, arm, study_argv):
+    """The init_from of an arm's runs with '{seed}' unfilled, as plan() builds it (later overrides win)."""
+    template = {**cfg['common'], **cfg['arms'][arm]}.get('init_from', '')
+    for a in study_argv:
+        if a.startswith('--init_from='):
+            template = a.split('=', 1)[1]
+    return template
+
+
+def arm_outcomes(per_seed, cfg):
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured)} of an arm's
+    finished runs -> its outcome counts and intervals. Never-fit runs are counted apart: a run that
+    did not learn the task says nothing about extrapolating it."""
+    fit = {s: o for s, o in per_seed.items() if o[0] is not None}
+    steps = {str(s): it for s, (it, _) in fit.items()}
+    accs = {s: a for s, (_, a) in fit.items() if a is not None}
+    extrap = [s for s, a in accs.items() if a >= cfg['extrap_threshold']]
+    mean, ci = mean_ci(list(accs.values()))
+    return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [s for s, o in per_seed.items() if o[0] is None],
+            'steps_to_fit': {'per_seed': steps, 'median': statistics.median(steps.values()) if steps else None,
+                             'min': min(steps.values(), default=None), 'max': max(steps.values(), default=None)},
+            'extrapolates': {'count': len(extrap), 'of': len(accs), 'seeds': extrap,
+                             'not_measured': [s for s in fit if s not in accs],   # the final eval skipped the point
+                             'share': len(extrap) / len(accs) if accs else None, 'ci95': wilson(len(extrap), len(accs)),
+                             'interval': 'Wilson score'},
+            'accuracy_at_extrap': {'multiple': cfg['extrap_multiple'], 'per_seed': {str(s): a for s, a in accs.items()},
+                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'}}
+
+
+def versus_control(arm, ctrl, paired):
+    """The tests of one arm against the control, over fit runs (Holm is applied across arms after)."""
+    e1, e0 = arm['extrapolates'], ctrl['extrapolates']
+    out = {'fisher': None, 'permutation': None, 'paired': None, 'power': None}
+    if e1['of'] and e0['of']:
+        table = [[e1['count'], e1['of'] - e1['count']], [e0['count'], e0['of'] - e0['count']]]
+        out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
+                         'p': fisher_exact(*table[0], *table[1]), 'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
+        n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
+        out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
+                        'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
+                                f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha {TESTS['alpha']}"}
+    x, y = arm['accuracy_at_extrap']['per_seed'], ctrl['accuracy_at_extrap']['per_seed']
+    if x and y:
+        p, method = permutation_test(list(x.values()), list(y.values()))
+        out['permutation'] = {'p': p, 'method': method,
+                              'difference': arm['accuracy_at_extrap']['mean'] - ctrl['accuracy_at_extrap']['mean']}
+    if paired:
+        both = [s for s in x if s in y]
+        p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
+        out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
+                         'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
+    return out
+
+
+def add_outcomes(arms_out, per_run, cfg, study_argv):
+    """Per arm its outcomes; per non-control arm its tests against the control, Fisher p Holm-corrected over those arms."""
+    for name, arm in arms_out.items():
+        arm.update(arm_outcomes(per_run.get(name, {}), cfg))
+    ctrl = arms_out.get(cfg['control'])
+    if ctrl is None:
+        return
+    paired_on = init_template(cfg, cfg['control'], study_argv)
+    tested = []
+    for name, arm in arms_out.items():
+        if name != cfg['control']:
+            template = init_template(cfg, name, study_argv)
+            arm['vs_control'] = versus_control(arm, ctrl, '{seed}' in template and template == paired_on)
+            if arm['vs_control']['fisher']:
+                tested.append(arm['vs_control']['fisher'])
+    for f, p in zip(tested, holm([f['p'] for f in tested])):
+        f['p_holm'] = p
+
+
+def run_outcome(run, cfg):
+    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval, or None)."""
+    task = cfg['extrap_task'] or run['tasks'][0]
+    acc = next((r['accuracy'] for r in run['eval']['results']
+                if r['task'] == task and r['multiple'] == cfg['extrap_multiple']), None)
+    return run.get('fit_iter'), acc
+
+
 def summarize(runs, cfg, study_argv):
-    """results.json: per arm, its overrides and per task and multiple the per-seed accuracies."""
-    arms_out = {}
+    """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
+    outcomes under the pre-registered rule with the tests against the control."""
+    arms_out, per_run, primary = {}, {}, {}
     for run in runs:
         arm = arms_out.setdefault(run['arm'], {'overrides': cfg['arms'][run['arm']], 'seeds': [], 'pending_seeds': [],
                                                'tasks': {}})
@@ -311,6 +571,8 @@ def summarize(runs, cfg, study_argv):
             arm['pending_seeds'].append(run['seed'])
             continue
         arm['seeds'].append(run['seed'])
+        per_run.setdefault(run['arm'], {})[run['seed']] = run_outcome(run, cfg)
+        primary.setdefault(run['arm'], {})[cfg['extrap_task'] or run['tasks'][0]] = None
         if 'mismatch' in run:
             arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
         for r in run['eval']['results']:
@@ -324,13 +586,126 @@ def summarize(runs, cfg, study_argv):
         for task in arm['tasks'].values():
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+    add_outcomes(arms_out, per_run, cfg, study_argv)
+    for name, arm in arms_out.items():
+        arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
+    task = cfg['extrap_task'] or "the run's first eval task"
+    rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
+            'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'], **TESTS,
+            'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
+                   f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
+            'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
+                            f"is >= {cfg['extrap_threshold']}",
+            'tests': f"each arm against {cfg['control']!r}: two-sided Fisher exact test on extrapolates / fit but not "
+                     f"(Holm-corrected over the arms), two-sided permutation test of the mean accuracy at "
+                     f"{cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test over seeds fit in both where "
+                     f"both arms continue the same runs (init_from with '{{seed}}')" if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in ('arms', 'workers', 'dry_run')]
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'out_dir': cfg['out_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
                      'num_samples': cfg['num_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
-            'arms': arms_out}
+            'rule': rule, 'arms': arms_out}
+
+
+def fmt_p(p):
+    return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def fmt_ci(x, ci):
+    return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
+
+def outcomes_table(results):
+    """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
+    rule, c = results['rule'], results['rule']['control']
+    m = rule['extrap_multiple']
+    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | {m}x accuracy "
+             f"of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | seeds for {rule['power']:.0%} power |",
+             '| --- |' + ' --- |' * 9]
+    for name, arm in results['arms'].items():
+        st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
+        steps = '-' if st['median'] is None else f"{st['median']:g} ({st['min']}..{st['max']})"
+        share = '-' if not ex['of'] else f"{ex['count']}/{ex['of']}, {fmt_ci(ex['share'], ex['ci95'])}"
+        tests = ['control'] + ['-'] * 3 if name == c else ['-'] * 4
+        v = arm.get('vs_control')
+        if v and v['fisher']:
+            tests[0] = f"{fmt_p(v['fisher']['p'])} ({fmt_p(v['fisher']['p_holm'])})"
+            n = v['power']['seeds_per_arm']
+            tests[3] = 'none: equal rates' if n is None else str(n)
+        if v and v['permutation']:
+            tests[1] = fmt_p(v['permutation']['p']) + (' (MC)' if v['permutation']['method'].startswith('Monte') else '')
+        if v and v['paired']:
+            both = v['paired']['seeds']
+            mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
+            tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
+        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | {fmt_ci(acc['mean'], acc['ci95'])} | "
+                     + ' | '.join(tests) + ' |')
+    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: fit runs "
+              f"that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t over fit runs. "
+              f"Fisher p: two-sided exact test of extrapolates / fit but not against {c or 'the control'}, raw "
+              f"(Holm-adjusted over the arms tested). Permutation p: two-sided, difference of the mean {m}x accuracy "
+              f"over fit runs, exact over all splits (MC: 20,000 random splits, seed 0). Paired p: sign-flip test over the "
+              f"seeds fit in both arms (exact up to 16 seeds), only where both continue the same runs ('-': not paired). "
+              f"Seeds for power: fit runs per arm the observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
+              f"{rule['alpha']}, exact; searched up to 200).", '']
+    return lines
+
+
+def what_tests_support(results):
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
+    rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
+    m = rule['extrap_multiple']
+    out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
+             for n, a in arms.items() if a['never_fit']]
+    if never:
+        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
+                   f"finished runs never fit ({'; '.join(never)}).")
+    if not c:
+        return ' '.join(out + ['No control is set, so nothing is tested.'])
+    if c not in arms or not arms[c]['extrapolates']['of']:
+        return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
+    k0, n0 = arms[c]['extrapolates']['count'], arms[c]['extrapolates']['of']
+    tested = {n: a['vs_control'] for n, a in arms.items() if n != c and a['vs_control']['fisher']}
+    untested = [n for n in arms if n != c and n not in tested]
+    if untested:
+        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
+    if not tested:
+        return ' '.join(out)
+    sig = [n for n, v in tested.items() if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
+    for n in sig:
+        e, f = arms[n]['extrapolates'], tested[n]['fisher']
+        out.append(f"{n} extrapolates {'more' if e['share'] > arms[c]['extrapolates']['share'] else 'less'} often than {c} "
+                   f"({e['count']}/{e['of']} vs {k0}/{n0} fit runs; Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
+    rest = [n for n in tested if n not in sig]
+    if rest:
+        best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
+        out.append(f"{'No other' if sig else 'No'} arm differs from {c} in how often it extrapolates at alpha {alpha} after "
+                   f"Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw "
+                   f"{fmt_p(tested[best]['fisher']['p'])}).")
+        floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
+        if floor:
+            out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {n0}: smallest possible p "
+                                   f"{fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
+                       + ": there the test could not have found a difference, whatever the effect.")
+    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"), ('paired', f"paired {m}x accuracy (seeds fit in both)")):
+        ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
+        if not ps:
+            continue
+        low = [n for n, p in ps.items() if p <= alpha]
+        if low:
+            out.append(f"By the {what}: " + '; '.join(
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {c} (difference "
+                f"{tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
+                + f", uncorrected for the {len(ps)} arm(s) tested.")
+        else:
+            best = min(ps, key=ps.get)
+            out.append(f"No arm differs from {c} by {what} at alpha {alpha} ({test} test; the smallest p, uncorrected, "
+                       f"is {fmt_p(ps[best])}, {best}).")
+    return ' '.join(out)
 
 
 def format_markdown(results):
@@ -338,6 +713,7 @@ def format_markdown(results):
     lines = [f"`{results['command']}`", '',
              f"Accuracy per length multiple: mean ± standard deviation over seeds, "
              f"{results['eval']['num_samples']} held-out examples per point and seed.", '']
+    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**What the tests support**', '', what_tests_support(results), '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
         lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
@@ -354,7 +730,10 @@ def format_markdown(results):
         for name, arm in results['arms'].items():
             for seed in arm['seeds']:
                 points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
-                lines.append(f"| {name} | {seed} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+                mark = ' †' if seed in arm['never_fit'] else ''
+                lines.append(f"| {name} | {seed}{mark} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+        if any(a['never_fit'] for a in results['arms'].values()):
+            lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
         lines.append('')
     measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
     if measured:
@@ -447,6 +826,7 @@ def main(argv):
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
     evaluate(runs, eval_lengths.parse_multiples('multiples', cfg['multiples']), cfg['num_samples'])
     measure_mismatch(runs)
+    find_fit(runs, cfg['fit_accuracy'])
     results = summarize(runs, cfg, argv)
     out = cfg['results_dir'] or cfg['out_dir']
     os.makedirs(out, exist_ok=True)
