@@ -1,5 +1,6 @@
 # GPU scale (not for a CPU): the paper's setting of a 4K training length, here with a 12-layer,
-# width-768 transformer (SmolLM3's pattern: sliding-window RoPE layers, every 4th layer global NoPE),
+# width-768 transformer (sliding-window RoPE layers, every 4th layer global NoPE: the pattern of Command A
+# and Llama 4's iRoPE; SmolLM3 has NoPE every 4th layer but full-attention RoPE, no window),
 # all RULER-style tasks mixed, evaluated up to 64x = 256K tokens. Needs one 80 GB GPU or several:
 #   torchrun --standalone --nproc_per_node=8 train.py config/gpu_vpad_4k.py
 out_dir = 'out/gpu_vpad_4k'
