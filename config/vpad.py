@@ -9,8 +9,11 @@ num_tokens = 10_000_000   # about what the run reads (2500 x 32 x 128 = 10.2M to
 block_size = 128          # short enough to learn retrieval in minutes on a CPU; evaluated up to 64x = 8192
 loss_on = 'answers'       # loss on the value tokens only, as Zoology's MQAR: every step is ~32 retrievals
 
-# SmolLM3's recipe: RoPE layers see a sliding window, every 2nd layer is global and has no position
-# encoding (NoPE), so no layer meets a position or distance at 64x that it never met in training
+# RoPE layers see a sliding window, every 2nd layer is global and has no position encoding (NoPE),
+# so no layer meets a position or distance at 64x that it never met in training: the pattern of
+# Command A, SWAN-GPT and Llama 4's iRoPE (SmolLM3 has NoPE every 4th layer but full-attention RoPE).
+# Every training answer here is within reach of the two window layers (2 x 63 tokens): the window
+# plateau in the README; config/ablate_pilot.py tries window 16, which leaves none within reach
 n_layer = 4
 n_head = 4
 n_embd = 128
