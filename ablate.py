@@ -5,6 +5,7 @@ evaluated on the same held-out examples and the grid summarized.
     python ablate.py config/ablate_sites.py
     python ablate.py config/ablate_sites.py --arms=none,vpad --seeds=1,2 --max_iters=300
     python ablate.py config/ablate_sites.py --dry_run       # the train.py commands, for a cluster
+    python ablate.py config/ablate_sites.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs, via submitit
 
 A study config sets `base_config` (a train.py config), `arms` (name -> train.py overrides),
 `common` (overrides for every arm), `seeds` and `out_dir`. Any other --key=value that train.py knows
@@ -16,12 +17,22 @@ the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
 Rerunning the same command skips finished runs and resumes interrupted ones, so a long grid
 outlives a terminal. With --dry_run nothing is trained: it prints one train.py command per pending
 run (each run dir is independent: a scheduler's job array can run them anywhere) and summarizes
-what has finished. The summary goes to results_dir (default: out_dir): results.json (per arm its
-overrides; per task and length multiple the per-seed accuracies, mean and standard deviation; the
-train-vs-eval mismatch at the arm's dropout site; its outcomes under the pre-registered rule below
-and their exact tests against the control arm), results.md, accuracy_vs_length.png and
-accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
-extrapolation rise, then fall, during training?). The PNGs need matplotlib.
+what has finished.
+
+With --launcher=slurm every pending run is submitted as a Slurm job (one job array, through
+submitit: `pip install submitit`) that runs the run's train.py command; its job id goes to
+<run dir>/job.json, submitit's logs to out_dir/submitit/. The command returns, or with --wait waits
+for the jobs. A rerun skips finished runs and runs whose job is still queued or running, resubmits
+the others (a run with a checkpoint resumes from it) and summarizes what has finished.
+--eval_on=slurm makes each finished run's final eval a job too (it writes the eval the summary
+reads). --launcher=submitit_local runs the same jobs as processes on this machine.
+
+The summary goes to results_dir (default: out_dir): results.json (per arm its overrides; per task
+and length multiple the per-seed accuracies, mean and standard deviation; the train-vs-eval
+mismatch at the arm's dropout site; its outcomes under the pre-registered rule below and their
+exact tests against the control arm), results.md, accuracy_vs_length.png and accuracy_vs_step.png
+(the quick length eval in each run's log.jsonl, mean over seeds: does extrapolation rise, then
+fall, during training?). The PNGs need matplotlib.
 
 A run nearly always either extrapolates or collapses, so the summary also counts outcomes, under a
 rule set in the study config before the runs (control, fit_accuracy, extrap_*): a run fits at its
@@ -34,6 +45,7 @@ paired sign-flip test where both arms continue the same runs, and the seeds 80% 
 """
 
 import contextlib
+import importlib
 import io
 import itertools
 import json
@@ -41,6 +53,7 @@ import math
 import os
 import random
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,6 +70,15 @@ out_dir = 'out/ablate'     # run (arm, seed k) trains into out_dir/<arm>/seed<k>
 results_dir = ''           # where results.* and the plots go; '' = out_dir
 workers = 1                # runs trained at a time; the CPU threads are split between them
 dry_run = False            # print the train.py command of each pending run, train nothing
+launcher = 'local'         # local: train here, `workers` at a time; slurm: a Slurm job per pending run (via submitit); submitit_local: those jobs as processes here
+wait = False               # slurm / submitit_local: wait for the jobs, then evaluate and summarize (else submit, summarize what has finished, return)
+eval_on = 'local'          # the final eval: 'local' (here, after the runs) or the launcher's name (a job per finished run)
+slurm_partition = ''       # the Slurm partition (required with launcher=slurm)
+slurm_gpus_per_run = 1     # GPUs per job; 0 = a CPU job
+slurm_cpus_per_run = 4     # CPU cores per job, and the job's torch threads
+slurm_time_min = 60        # time limit per job, minutes (submitit_local enforces it too); a run cut off resumes when resubmitted
+slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
+slurm_extra = ''           # other sbatch options, comma-separated key=value, e.g. account=abc,qos=high
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
 num_samples = 100          # held-out examples per task and length in the final eval
 # the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
@@ -72,6 +94,10 @@ import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
 import torch  # noqa: E402
 from model import dropout_mismatch  # noqa: E402
+
+# ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
+SCHEDULING = {'arms', 'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partition', 'slurm_gpus_per_run',
+              'slurm_cpus_per_run', 'slurm_time_min', 'slurm_mem_gb', 'slurm_extra'}
 
 # settings that change how a run is executed or logged, not what it learns: a rerun may change them
 NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
@@ -284,21 +310,284 @@ def train_grid(runs, workers):
     return failed
 
 
+# -----------------------------------------------------------------------------
+# Cluster launchers: each pending run a submitit job (a Slurm job, or a process here for
+# submitit_local) that runs the run's train.py command, so the child is the local path's. submitit
+# is optional: imported only for these launchers.
+
+LAUNCHERS = ('local', 'slurm', 'submitit_local')
+JOB_FILE = {'train': 'job.json', 'eval': 'eval_job.json'}   # in the run dir: the job that trains / evaluates it
+# Slurm states (sacct) of a job that may still run: such a run is not resubmitted, as two jobs would train one
+# run dir. UNKNOWN too: sacct failed, or does not list a job that new; a job purged from sacct needs its job.json deleted
+ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESIZING', 'SUSPENDED', 'COMPLETING',
+           'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}
+
+
+def check_launcher(cfg):
+    """The launcher settings, checked before anything is written; -> the sbatch options of slurm_extra."""
+    def fail(msg):
+        raise SystemExit(f"config error: {msg}")
+    launcher = cfg['launcher']
+    if launcher not in LAUNCHERS:
+        fail(f"unknown launcher {launcher!r}: local (train here, the default), slurm (a Slurm job per run, via "
+             f"submitit) or submitit_local (those jobs as processes here)")
+    if cfg['eval_on'] not in ('local', launcher):
+        fail(f"eval_on={cfg['eval_on']!r}: eval jobs go through the runs' launcher, so eval_on is 'local' (the "
+             f"default) or the launcher's name (--launcher={launcher})")
+    if launcher == 'local':
+        return {}
+    if launcher == 'slurm' and not cfg['slurm_partition']:
+        fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
+    for key, least in (('slurm_gpus_per_run', 0), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1), ('slurm_mem_gb', 0)):
+        if cfg[key] < least:
+            fail(f"{key}={cfg[key]} must be >= {least}")
+    extra = [kv.strip() for kv in cfg['slurm_extra'].split(',') if kv.strip()]
+    if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
+        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, e.g. account=abc,qos=high")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: pip install submitit") from None
+    return dict(kv.split('=', 1) for kv in extra)
+
+
+def train_job(fresh, resumed, run_dir, threads):
+    """A training job: the run's train.py command as train_grid starts it (cwd the repo root, output
+    appended to its train.log). Resumed if the run dir holds a checkpoint when the job starts, so a
+    job that Slurm requeues after a preemption continues the run (train.py refuses a fresh start there)."""
+    root = os.path.dirname(os.path.abspath(__file__))      # train.py and the study's relative paths live here
+    run_dir = os.path.join(root, run_dir)
+    cmd = resumed if os.path.exists(os.path.join(run_dir, 'ckpt.pt')) else fresh
+    os.makedirs(run_dir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
+    with open(os.path.join(run_dir, 'train.log'), 'a') as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+        subprocess.run(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+
+
+def eval_job(run, mults, n, threads):
+    """An eval job: the final eval and the mismatch of one finished run, written to its dir's caches
+    exactly as the local path writes them; the summary then reads them."""
+    os.chdir(os.path.dirname(os.path.abspath(__file__)))  # the run dir may be relative to the repo root
+    torch.set_num_threads(threads)
+    run = dict(run, state='done')
+    evaluate([run], mults, n)
+    measure_mismatch([run])
+
+
+def job_function(name):
+    """ablate.<name> by reference: a job imports this file (its working directory is the repo root)
+    rather than unpickling copies of __main__'s functions, as it would from `python ablate.py`."""
+    return getattr(importlib.import_module('ablate'), name)
+
+
+def submit(cfg, kind, calls, extra):
+    """Submit job_function(kind + '_job')(*args) for each args in calls, as one job array (on Slurm one
+    sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
+    leaves out_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
+    if not calls:
+        return []
+    import submitit
+    folder = os.path.abspath(os.path.join(cfg['out_dir'], 'submitit'))
+    new = folder                                     # the outermost folder this submission creates, if any
+    while not os.path.exists(os.path.dirname(new)):
+        new = os.path.dirname(new)
+    new = None if os.path.exists(new) else new
+    before = set() if new else set(os.listdir(folder))
+    params = {'name': f"{os.path.basename(os.path.normpath(cfg['out_dir']))}_{kind}",
+              'timeout_min': cfg['slurm_time_min'], 'cpus_per_task': cfg['slurm_cpus_per_run']}
+    if cfg['slurm_gpus_per_run']:
+        params['gpus_per_node'] = cfg['slurm_gpus_per_run']
+    if cfg['slurm_mem_gb']:
+        params['mem_gb'] = cfg['slurm_mem_gb']
+    if cfg['launcher'] == 'slurm':
+        params['slurm_partition'] = cfg['slurm_partition']
+        if extra:
+            params['slurm_additional_parameters'] = extra
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's stderr, then raises it
+            executor = submitit.AutoExecutor(folder=folder, cluster='slurm' if cfg['launcher'] == 'slurm' else 'local')
+            executor.update_parameters(**params)
+            return executor.map_array(job_function(f'{kind}_job'), *zip(*calls))
+    except Exception as e:
+        if new:
+            shutil.rmtree(new, ignore_errors=True)
+        elif os.path.isdir(folder):
+            for name in set(os.listdir(folder)) - before:
+                path = os.path.join(folder, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
+        msg = '; '.join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        raise SystemExit(f"{cfg['launcher']} refused the submission of {len(calls)} {kind} job(s): {msg}") from None
+
+
+def record_job(run, kind, job, cfg):
+    """<run dir>/job.json (eval_job.json): the job's id, written only once the submission succeeded."""
+    os.makedirs(run['dir'], exist_ok=True)
+    info = {'job_id': job.job_id, 'launcher': cfg['launcher'], 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
+            'folder': str(job.paths.folder)}
+    sample_data.write_atomic(os.path.join(run['dir'], JOB_FILE[kind]), json.dumps(info, indent=1).encode())
+
+
+def recorded_job(run, kind):
+    """The submitit Job that job.json (eval_job.json) in the run dir names, or None."""
+    path = os.path.join(run['dir'], JOB_FILE[kind])
+    if not os.path.exists(path):
+        return None
+    import submitit
+    with open(path) as f:
+        info = json.load(f)
+    return (submitit.SlurmJob if info['launcher'] == 'slurm' else submitit.LocalJob)(info['folder'], info['job_id'])
+
+
+def local_alive(job):
+    """Is a local job started by an earlier ablate.py still running? Its id is its controller's pid;
+    /proc tells a live controller of this folder from a reused pid or a zombie."""
+    pid = int(job.job_id)
+    if not os.path.isdir('/proc'):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    return b'submitit.local._local' in cmdline and str(job.paths.folder).encode() in cmdline
+
+
+def job_state(job):
+    """Slurm's word for a job (sacct: PENDING, RUNNING, FAILED, PREEMPTED, ...) or, for a local job,
+    RUNNING / FINISHED / INTERRUPTED / ENDED; FINISHED once its function returned or raised."""
+    if job.paths.result_pickle.exists():
+        return 'FINISHED'
+    st = job.state
+    if st.startswith('NO PROCESS'):        # a LocalJob this process did not start
+        return 'RUNNING' if local_alive(job) else 'ENDED'
+    return st
+
+
+def is_running(st):
+    return (st.split() or ['UNKNOWN'])[0] in ACTIVE
+
+
+def dispatch(runs, cfg, kind, args_of, extra):
+    """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
+    record the new job ids. -> [(run, job)] of every job now queued or running."""
+    import submitit
+    jobs = {run['dir']: recorded_job(run, kind) for run in runs}
+    if any(isinstance(j, submitit.SlurmJob) for j in jobs.values()):
+        submitit.SlurmJob.watcher.update()           # one sacct for all of them (a fresh one, not the watcher's cache)
+    live, todo = [], []
+    for run in runs:
+        job, tag = jobs[run['dir']], f"[{run['arm']} seed {run['seed']}]"
+        st = job and job_state(job)
+        if st and is_running(st):
+            print(f"{tag} {kind} job {job.job_id} is {st}: not resubmitted"
+                  + (f" (if it is long gone, delete {run['dir']}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
+            live.append((run, job))
+        else:
+            if st:
+                print(f"{tag} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
+            todo.append(run)
+    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra)):
+        record_job(run, kind, job, cfg)
+        resumes = ', resumes from its checkpoint' if kind == 'train' and run['state'] == 'partial' else ''
+        print(f"[{run['arm']} seed {run['seed']}] submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
+              + ('train.log' if kind == 'train' else JOB_FILE[kind]))
+        live.append((run, job))
+    return live
+
+
+def wait_jobs(live, cfg, kind):
+    """Wait until none of the jobs is queued or running, saying which ended."""
+    if not live:
+        return
+    poll = 1 if cfg['launcher'] == 'submitit_local' else 30      # Slurm: sacct is asked less often still
+    print(f"waiting for {len(live)} {kind} job(s)")
+    t0 = last_status = time.time()
+    while live:
+        states = [job_state(job) for _, job in live]
+        for (run, job), st in zip(live, states):
+            if not is_running(st):
+                print(f"[{run['arm']} seed {run['seed']}] {kind} job {job.job_id} ended ({st}) after "
+                      f"{(time.time() - t0) / 60:.1f} min")
+        live = [p for p, st in zip(live, states) if is_running(st)]
+        if live:
+            time.sleep(poll)
+        if live and kind == 'train' and time.time() - last_status > 60:
+            last_status = time.time()
+            print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r, _ in live))
+
+
+def launch(runs, cfg, extra):
+    """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
+    checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
+    whose job is still queued or running (none after --wait)."""
+    seed_order = list(dict.fromkeys(r['seed'] for r in runs))          # seed by seed, as train_grid goes
+    pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'), key=lambda r: seed_order.index(r['seed']))
+    n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
+    print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
+          f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['out_dir'], 'submitit')})")
+    live = dispatch(pending, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
+                                                      cfg['slurm_cpus_per_run']), extra)
+    if not cfg['wait']:
+        return [run for run, _ in live]
+    wait_jobs(live, cfg, 'train')
+    for run in pending:
+        run['state'] = state(run)
+        if run['state'] != 'done':
+            job = recorded_job(run, 'train')
+            print(f"[{run['arm']} seed {run['seed']}] FAILED: its job {job.job_id} ended before the run finished; see "
+                  f"{run['dir']}/train.log and {job.paths.stderr}; rerun this command to resubmit it")
+    return []
+
+
+def launch_evals(runs, cfg, mults, extra):
+    """With eval_on=<launcher>: an eval job per finished run whose final eval or mismatch is not cached
+    yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
+    evaluate(runs, mults, cfg['num_samples'], compute=False)
+    measure_mismatch(runs, compute=False)
+    todo = [r for r in runs if r['state'] == 'done' and not ('eval' in r and 'mismatch' in r)]
+    slim = lambda r: {k: r[k] for k in ('arm', 'seed', 'dir', 'cfg', 'tasks')}  # noqa: E731
+    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['num_samples'], cfg['slurm_cpus_per_run']), extra)
+    if not cfg['wait']:
+        return [run for run, _ in live]
+    wait_jobs(live, cfg, 'eval')
+    evaluate(todo, mults, cfg['num_samples'], compute=False)
+    measure_mismatch(todo, compute=False)
+    for run, job in live:
+        if not ('eval' in run and 'mismatch' in run):
+            print(f"[{run['arm']} seed {run['seed']}] FAILED: its eval job {job.job_id} ended without writing the eval; "
+                  f"see {job.paths.stderr}; rerun this command to resubmit it")
+    return []
+
+
 def cached(run, name, key, compute):
-    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it."""
+    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it.
+    compute=None only reads what an eval job cached, whatever device its node had: -> None if absent."""
     path = os.path.join(run['dir'], name)
     if os.path.exists(path):
         with open(path) as f:
             saved = json.load(f)
-        if saved.get('key') == key:
+        same = (lambda k: k) if compute else (lambda k: {a: v for a, v in (k or {}).items() if a != 'device'})  # noqa: E731
+        if same(saved.get('key')) == same(key):
             return saved['record']
+    if compute is None:
+        return None
     record = compute()
     sample_data.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
     return record
 
 
-def evaluate(runs, mults, n):
-    """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings."""
+def evaluate(runs, mults, n, compute=True):
+    """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings;
+    compute=False only reads what eval jobs cached (a run without it gets no 'eval')."""
     for run in runs:
         if run['state'] != 'done':
             continue
@@ -311,17 +600,19 @@ def evaluate(runs, mults, n):
             print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
             with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
                 return eval_lengths.evaluate_run(run['dir'], tasks, mults, n, run['cfg']['eval_batch_size'], device)
-        run['eval'] = cached(run, 'ablate_eval.json', key, final_eval)
+        record = cached(run, 'ablate_eval.json', key, final_eval if compute else None)
+        if record is not None:
+            run['eval'] = record
 
 
 MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
 MISMATCH_ROWS = 16   # validation rows per run for the mismatch; in its cache key (it fixes the rows for a corpus)
 
 
-def measure_mismatch(runs):
+def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers; cached in the run dir
-    (ablate_mismatch.json). `python model.py RUN_DIR` prints the per-layer values for every site."""
+    (ablate_mismatch.json; compute=False only reads it). `python model.py RUN_DIR` prints the per-layer values for every site."""
     for run in runs:
         if run['state'] != 'done':
             continue
@@ -334,8 +625,10 @@ def measure_mismatch(runs):
                 model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
             rows = dropout_mismatch(model, idx)
             return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
-        run['mismatch'] = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS},
-                                 mean_over_layers)
+        record = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS},
+                        mean_over_layers if compute else None)
+        if record is not None:
+            run['mismatch'] = record
 
 
 def mean_std(xs):
@@ -601,7 +894,7 @@ def summarize(runs, cfg, study_argv):
                      f"{cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test over seeds fit in both where "
                      f"both arms continue the same runs (init_from with '{{seed}}')" if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
-    study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in ('arms', 'workers', 'dry_run')]
+    study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'out_dir': cfg['out_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
@@ -809,6 +1102,7 @@ def main(argv):
     train_settings = settings_of(vars(train))
     own, passed, selected = split_argv(argv, settings, train_settings)
     cfg = configure(settings, own)
+    extra = check_launcher(cfg)
     runs = plan(cfg, passed, selected, train_settings)
     for run in runs:
         run['state'] = state(run)
@@ -820,12 +1114,21 @@ def main(argv):
               f"that sees {cfg['out_dir']}), then rerun this command without --dry_run to summarize")
         for run in pending:
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
-    else:
+    elif cfg['launcher'] == 'local':
         failed = train_grid(runs, cfg['workers'])
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
-    evaluate(runs, eval_lengths.parse_multiples('multiples', cfg['multiples']), cfg['num_samples'])
-    measure_mismatch(runs)
+    mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
+    if cfg['launcher'] != 'local' and not cfg['dry_run']:
+        queued = launch(runs, cfg, extra)
+        if cfg['eval_on'] != 'local':
+            queued += launch_evals(runs, cfg, mults, extra)
+    compute = cfg['eval_on'] == 'local'          # else eval jobs computed it: the summary reads their caches
+    evaluate(runs, mults, cfg['num_samples'], compute)
+    measure_mismatch(runs, compute)
+    for run in runs:
+        if run['state'] == 'done' and not ('eval' in run and 'mismatch' in run):
+            run['state'] = 'evaluating'          # no cached eval yet: summarized once its eval job has written it
     find_fit(runs, cfg['fit_accuracy'])
     results = summarize(runs, cfg, argv)
     out = cfg['results_dir'] or cfg['out_dir']
@@ -836,7 +1139,9 @@ def main(argv):
     print('\n' + table)
     plot(results, step_curves(runs), out)
     print(f"wrote {out}/results.json and results.md")
-    if not cfg['dry_run'] and any(r['selected'] and r['state'] != 'done' for r in runs):
+    if queued:
+        print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")
+    elif not cfg['dry_run'] and any(r['selected'] and r['state'] != 'done' for r in runs):
         sys.exit(1)
 
 

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -432,3 +433,187 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     # no control: outcomes, but no tests
     res = abl.summarize(runs, cfg | {'control': ''}, ['study.py'])
     assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in abl.format_markdown(res)
+
+
+# --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
+
+def ablate_here(*args):
+    """ablate.py in this process: a job submitted without --wait outlives the call (a subprocess
+    would hold the output pipes open until its jobs end)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        ablate_main(list(args))
+    finally:
+        os.chdir(cwd)
+
+
+def job_files(grid, name='job.json'):
+    return {os.path.relpath(d, grid): json.load(open(os.path.join(d, name)))
+            for d, _, files in os.walk(grid) if name in files}
+
+
+def fake_slurm(tmp_path, monkeypatch, sbatch):
+    """sbatch, srun and sacct on PATH as shell scripts: what a cluster answers, without one. sacct
+    prints $FAKE_SLURM/sacct (the states a test sets); srun is never called (no job runs)."""
+    fake = tmp_path / 'slurm'
+    (fake / 'bin').mkdir(parents=True)
+    for name, text in (('sbatch', sbatch), ('srun', 'exit 0'), ('sacct', 'cat "$FAKE_SLURM/sacct" 2>/dev/null || echo "JobID|State|NodeList"')):
+        (fake / 'bin' / name).write_text('#!/bin/sh\n' + text + '\n')
+        (fake / 'bin' / name).chmod(0o755)
+    monkeypatch.setenv('PATH', f"{fake / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv('FAKE_SLURM', str(fake))
+    return fake
+
+
+def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path):
+    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
+    grid, out = tmp_path / 'grid', tmp_path / 'results'
+    args = [cfg, '--launcher=submitit_local', '--eval_on=submitit_local', '--slurm_cpus_per_run=1']
+    first = ablate(*args, '--wait')
+    assert '4 runs, 0 finished, 4 to train as submitit_local jobs' in first.stdout
+    assert first.stdout.count('submitted train job') == 4 and first.stdout.count('submitted eval job') == 4
+    res = json.load(open(out / 'results.json'))
+    assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
+    for arm in res['arms'].values():
+        assert arm['seeds'] == [1, 2] and arm['pending_seeds'] == [] and arm['runs'] == 2
+        assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch']['var_ratio'] == pytest.approx(1)
+    jobs, evals = job_files(grid), job_files(grid, 'eval_job.json')
+    assert set(jobs) == set(evals) == {f'{a}/seed{s}' for a in ('none', 'wd') for s in (1, 2)}
+    for info in list(jobs.values()) + list(evals.values()):
+        assert info['launcher'] == 'submitit_local' and info['folder'] == str(grid / 'submitit')
+        assert (grid / 'submitit' / f"{info['job_id']}_0_result.pkl").exists()          # each job's function returned
+    # the job ran the local path's command, into the run's own train.log
+    log = open(grid / 'wd' / 'seed2' / 'train.log').read()
+    assert log.startswith(f'$ {sys.executable} train.py config/vpad.py') and '--seed=2' in log.splitlines()[0]
+    # the eval jobs wrote each run's cached eval, which the summary read
+    rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
+    assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
+        {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
+    # a rerun submits nothing, trains nothing and summarizes the same
+    before = mtimes(grid)
+    again = ablate(*args, '--wait')
+    assert '4 finished, 0 to train' in again.stdout and not any(f'submitted {k} job' in again.stdout for k in ('train', 'eval'))
+    assert mtimes(grid) == before and job_files(grid) == jobs and job_files(grid, 'eval_job.json') == evals
+    assert json.load(open(out / 'results.json'))['arms'] == res['arms']
+    # eval jobs or the default local eval: one summary (it reads the same caches, computes nothing)
+    local = ablate(cfg)
+    assert 'final eval' not in local.stdout and json.load(open(out / 'results.json'))['arms'] == res['arms']
+
+
+def test_rerun_does_not_resubmit_a_queued_or_running_job(tmp_path, capsys):
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1')
+    args = [cfg, '--launcher=submitit_local', '--slurm_cpus_per_run=1']
+    ablate_here(*args)                                                   # submits and returns
+    assert 'submitted train job' in capsys.readouterr().out
+    info = json.load(open(tmp_path / 'grid' / 'none' / 'seed1' / 'job.json'))
+    ablate_here(*args)                                                   # at once: the job has not finished
+    out = capsys.readouterr().out
+    assert f"train job {info['job_id']} is RUNNING: not resubmitted" in out and 'submitted train job' not in out
+    assert '1 job(s) queued or running' in out
+    ablate_here(*args, '--wait')                                          # waits for that job, then summarizes
+    out = capsys.readouterr().out
+    assert 'submitted train job' not in out and f"train job {info['job_id']} ended" in out
+    assert json.load(open(tmp_path / 'grid' / 'none' / 'seed1' / 'job.json')) == info
+    assert json.load(open(tmp_path / 'grid' / 'results.json'))['arms']['none']['seeds'] == [1]
+
+
+def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monkeypatch, capsys):
+    # a fake sbatch numbers the submissions from 4242 and keeps each batch script
+    fake = fake_slurm(tmp_path, monkeypatch, 'n=$(( $(cat "$FAKE_SLURM/n" 2>/dev/null || echo 4241) + 1 ))\n'
+                      'echo $n > "$FAKE_SLURM/n"; cp "$1" "$FAKE_SLURM/sbatch$n.sh"; echo "Submitted batch job $n"')
+    cfg = study(tmp_path)
+    grid = tmp_path / 'grid'
+    args = [cfg, '--launcher=slurm', '--slurm_partition=gpu', '--slurm_gpus_per_run=2', '--slurm_time_min=90',
+            '--slurm_mem_gb=16', '--slurm_extra=account=lab,qos=high']
+    ablate_here(*args)
+    script = (fake / 'sbatch4242.sh').read_text()
+    for flag in ('partition=gpu', 'gpus-per-node=2', 'cpus-per-task=4', 'time=90', 'mem=16GB', 'account=lab', 'qos=high',
+                 'array=0-3%4'):
+        assert f'#SBATCH --{flag}' in script, script
+    ids = {d: info['job_id'] for d, info in job_files(grid).items()}   # seed by seed across the arms, as train_grid goes
+    assert ids == {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4242_2', 'wd/seed2': '4242_3'}
+    assert all(info['launcher'] == 'slurm' for info in job_files(grid).values())
+    assert not list(grid.rglob('ckpt.pt'))
+    assert [a['pending_seeds'] for a in json.load(open(grid / 'results.json'))['arms'].values()] == [[1, 2], [1, 2]]
+    # what each job runs: the local path's command, and its resume (picked when the job starts)
+    with open(grid / 'submitit' / '4242_2_submitted.pkl', 'rb') as f:
+        fresh, resumed, run_dir, threads = pickle.load(f).args
+    assert run_dir == str(grid / 'none' / 'seed2') and threads == 4
+    assert fresh[1:3] == ['train.py', 'config/vpad.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
+    capsys.readouterr()
+    # sacct: two still queued or running, one failed, one preempted: only those two go again, as one new array
+    (fake / 'sacct').write_text('JobID|State|NodeList\n4242_0|RUNNING|n1\n4242_1|PENDING|None assigned\n'
+                                '4242_2|FAILED|n2\n4242_3|PREEMPTED|n3\n')
+    ablate_here(*args)
+    out = capsys.readouterr().out
+    assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 is PENDING: not resubmitted' in out
+    assert 'job 4242_2 ended (FAILED)' in out and 'job 4242_3 ended (PREEMPTED)' in out
+    assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
+        {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4243_0', 'wd/seed2': '4243_1'}
+    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4243.sh').read_text()
+    # a job sacct does not list (too new, or sacct failed) may run: not resubmitted, with what to do if it is gone
+    ablate_here(*args)
+    out = capsys.readouterr().out
+    assert 'job 4243_0 is UNKNOWN: not resubmitted (if it is long gone, delete' in out and 'submitted train job' not in out
+    assert not (fake / 'sbatch4244.sh').exists()
+
+
+def test_train_job_resumes_when_the_run_dir_holds_a_checkpoint(tmp_path):
+    run_dir = tmp_path / 'run'
+    fresh, resumed = [sys.executable, '-c', 'print("fresh")'], [sys.executable, '-c', 'print("resumed")']
+    abl.train_job(fresh, resumed, str(run_dir), 1)
+    (run_dir / 'ckpt.pt').write_bytes(b'')                   # a job requeued after a preemption finds one
+    abl.train_job(fresh, resumed, str(run_dir), 1)
+    lines = (run_dir / 'train.log').read_text().splitlines()
+    assert [l for l in lines if not l.startswith('$')] == ['fresh', 'resumed']
+    with pytest.raises(subprocess.CalledProcessError):      # a failed train.py fails the job
+        abl.train_job([sys.executable, '-c', 'raise SystemExit(3)'], resumed, str(tmp_path / 'other'), 1)
+
+
+@pytest.mark.parametrize('args,words', [
+    (['--launcher=sge'], ["unknown launcher 'sge'", 'local', 'slurm', 'submitit_local']),
+    (['--launcher=slurm'], ['--launcher=slurm needs --slurm_partition=']),
+    (['--eval_on=slurm'], ["eval_on='slurm'", '--launcher=local']),
+    (['--launcher=slurm', '--slurm_partition=gpu', '--slurm_cpus_per_run=0'], ['slurm_cpus_per_run=0', '>= 1']),
+    (['--launcher=slurm', '--slurm_partition=gpu', '--slurm_extra=account'], ["slurm_extra='account'", 'key=value']),
+])
+def test_bad_launcher_input_is_one_line_before_anything_runs(tmp_path, args, words):
+    msg = refused(study(tmp_path), *args)
+    for w in words:
+        assert w in msg, msg
+    assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
+
+
+def test_launchers_without_submitit_name_the_package(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'submitit', None)                  # as if it were not installed
+    for launcher in ('slurm', 'submitit_local'):
+        msg = refused(study(tmp_path), f'--launcher={launcher}', '--slurm_partition=gpu')
+        assert f'--launcher={launcher} needs the submitit package' in msg and 'pip install submitit' in msg, msg
+    assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
+    cfg = configure(settings_of(vars(abl)) | {'arms': {}, 'common': {}}, [])
+    assert abl.check_launcher(cfg) == {}                                # the local launcher never imports it
+
+
+def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatch):
+    fake = fake_slurm(tmp_path, monkeypatch, 'echo "sbatch: error: Batch job submission failed: Invalid partition '
+                                             'name specified" >&2; exit 1')
+    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
+    grid = tmp_path / 'grid'
+    args = [cfg, '--launcher=slurm', '--slurm_partition=nope']
+    (fake / 'bin' / 'srun').rename(fake / 'srun')                     # first a machine without Slurm at all
+    msg = refused(*args)
+    assert msg.startswith('slurm refused the submission of 4 train job(s)') and 'srun' in msg, msg
+    (fake / 'srun').rename(fake / 'bin' / 'srun')
+    msg = refused(*args)
+    assert msg == 'slurm refused the submission of 4 train job(s): sbatch: error: Batch job submission failed: ' \
+                  'Invalid partition name specified', msg
+    assert not grid.exists() and not (tmp_path / 'results').exists()   # no job.json, no submitit files, no summary
+    # an out_dir that holds an earlier submission's files is left as it was
+    (grid / 'submitit').mkdir(parents=True)
+    (grid / 'submitit' / '17_submitted.pkl').write_text('earlier')
+    refused(*args)
+    assert sorted(p.relative_to(grid).as_posix() for p in grid.rglob('*')) == ['submitit', 'submitit/17_submitted.pkl']
+    # end to end: the message alone on stderr, no traceback (submitit's copy of sbatch's stderr swallowed)
+    out = ablate(*args, check=False)
+    assert out.returncode != 0 and out.stderr.strip() == msg, out.stderr
