@@ -1,4 +1,6 @@
 # Pilot of the fit-gated recipe, before the decisive study: no dropout vs VPAD, 8 seeds each.
+# Result (README, 5 runs finished): this recipe fails the pilot: without dropout 3/3 fit at steps
+# 2000-2250 and none extrapolates past 4x; with VPAD 0/2 fit in 4000 steps; 14-27 min per run.
 #   python ablate.py config/ablate_pilot.py --workers=2
 # The layout has no window shortcut: on niah_single every training value sits more than 30 tokens
 # before its answer, and the two window layers of 16 reach 2 x 15 = 30 tokens (train.py prints the

@@ -1,7 +1,6 @@
-# The key-needing task: mqar (4 single-token key-value pairs open a document, 4 queries close it)
+# The key-needing task: mqar (4 single-token key-value pairs open a document, 2 queries close it)
 # on a small transformer, evaluated at 1x..64x = 64..4096 tokens. Not yet a recipe that fits
-# reliably (README, "Toward an experiment that can tell the sites apart"): the one trial of these
-# settings was at 0.37 at 1x after 1750 steps (chance 0.25).
+# reliably (README, "Toward an experiment that can tell the sites apart").
 exec(open('config/vpad.py').read())
 out_dir = 'out/mqar'
 data_dir = 'data/mqar_64'

@@ -130,7 +130,7 @@ def test_min_length_is_the_shortest_document(tok):
     """The same counts as before the refactor (the corpus bytes depend on them), and a true bound:
     every draw fits at min_length; but for json_kv's UUIDs every draw has exactly that many."""
     before = {"niah_single": 77, "niah_multikey": 77, "niah_multivalue": 147, "niah_multiquery": 167,
-              "vt": 160, "json_kv": 178, "mqar": 1 + 4 * sd.MQAR_PAIRS}
+              "vt": 160, "json_kv": 178, "mqar": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES)}
     assert {t: sd.min_length(t, tok) for t in sd.TASKS} == before
     rng, end = random.Random(0), tok.encode(sd.END)
     for task, m in before.items():
