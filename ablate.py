@@ -760,7 +760,7 @@ def fit_iter_of(records, fit_accuracy):
         return records[-1]['fit_iter']
     for rec in records:
         accs = rec.get('length_eval') or {}
-        if accs and all(isinstance(a, dict) and a.get('1x') is not None and a['1x'] >= fit_accuracy for a in accs.values()):
+        if accs and train.fits(accs, fit_accuracy):     # train.py's own rule
             return rec['iter']
     return None
 
