@@ -171,6 +171,7 @@ class GPTConfig:
     dropout: float = 0.0
     dropout_site: str = 'none'  # one of SITES
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
+    short_conv: int = 0         # attention layers first add a learned per-channel mix of the previous short_conv positions to their input; 0 = off
     nope_every: int = 0         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
     nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the last (W N W N)
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
@@ -190,6 +191,8 @@ class GPTConfig:
                              + ", ".join(f"'{k}' ({v})" for k, v in BLOCK_KINDS.items()))
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout}: must be in [0, 1)")
+        if self.short_conv < 0:
+            raise ValueError(f"short_conv={self.short_conv}: the number of previous positions mixed in, >= 0")
         if 'A' in self.block_pattern and self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if 'M' in self.block_pattern and (self.expand * self.n_embd) % self.headdim:
@@ -231,10 +234,28 @@ def sliding_window_attention(q, k, v, window):
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=band)          # (B*nb, H, W, D)
     return y.view(B, nb, H, W, D).transpose(1, 2).reshape(B, H, nb * W, D)[:, :, :T]
 
+class ShortConv(nn.Module):
+    """y_t = x_t + sum_{k=1..K} w_k * x_{t-k}, per channel, w = 0 at init: a causal depthwise
+    convolution with the identity kept. It hands every position its predecessors' tokens without
+    any position encoding, so a global NoPE layer can match a query key against "the token before
+    this one" and copy the value that follows the key (one-layer associative recall, as the short
+    convolutions of Zoology's hybrids and Canon layers do), and it sees the same K neighbours at any
+    length. Without it, recall needs a previous-token head in an earlier layer first."""
+    def __init__(self, C, K):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(K, C))
+
+    def forward(self, x):                      # (B, T, C)
+        y = x
+        for k, w_k in enumerate(self.weight, start=1):
+            y = y + w_k * F.pad(x, (0, 0, k, 0))[:, :-k]   # x shifted k positions later
+        return y
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config, use_rope, window):
         super().__init__()
         self.n_head, self.use_rope, self.window, self.theta = config.n_head, use_rope, window, config.rope_theta
+        self.conv = ShortConv(config.n_embd, config.short_conv) if config.short_conv else nn.Identity()
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.c_proj.residual_out = True
@@ -242,7 +263,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x):                      # x = N(residual): (B, T, C)
         B, T, C = x.shape
-        q, k, v = self.c_attn(self.drop_in(x)).split(C, dim=2)
+        q, k, v = self.c_attn(self.drop_in(self.conv(x))).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if self.use_rope:
             q, k = rope(q, self.theta), rope(k, self.theta)

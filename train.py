@@ -282,11 +282,14 @@ def read_log(path, upto):
 
 
 def window_reach(model):
-    """How many tokens back the sliding-window RoPE layers alone can carry information: each moves
-    it window - 1 tokens. None when some layer sees the whole context by position (full-causal RoPE)
+    """How many tokens back the position-bound routes alone can carry information: each sliding-
+    window RoPE layer moves it window - 1 tokens, each attention layer's short convolution
+    short_conv more. None when some layer sees the whole context by position (full-causal RoPE)
     or carries state (Mamba2): then there is no window to speak of."""
     layers = model.describe_layers()
-    return None if set(layers) & {'R', 'M'} else layers.count('W') * (model.config.window - 1)
+    if set(layers) & {'R', 'M'}:
+        return None
+    return layers.count('W') * (model.config.window - 1) + len(layers) * model.config.short_conv
 
 
 def fits(accs, threshold):
@@ -405,7 +408,7 @@ if __name__ == '__main__':
               f"x {micro_rows} rows x {block_size} tokens); device {device}, {dtype}")
         reach = window_reach(model)
         if reach is not None and sample_data.beyond_reach(meta, reach) is not None:
-            print(f"{sample_data.beyond_reach(meta, reach):.1%} of the training answers lie beyond the window layers' "
+            print(f"{sample_data.beyond_reach(meta, reach):.1%} of the training answers lie beyond the local layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
     # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record
     fit_iter = logged[max(logged)].get('fit_iter') if master and logged else None

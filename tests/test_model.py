@@ -315,6 +315,38 @@ def test_token_outside_every_layers_reach_does_not_change_output():
     assert not torch.allclose(a[0, reach], b[0, reach])
 
 
+def test_short_conv_adds_reach_and_is_zero_at_init():
+    """Each layer's short convolution carries a token short_conv positions further than the window
+    does (the reach train.py reports), and at init (zero weights) the model is the one without it."""
+    L, W, K, T = 2, 4, 3, 32
+    idx = torch.randint(0, 64, (1, T), generator=torch.Generator().manual_seed(0))
+    changed = idx.clone()
+    changed[0, 0] = (idx[0, 0] + 1) % 64
+    torch.manual_seed(0)
+    plain = GPT(tiny(n_layer=L, window=W)).eval()
+    torch.manual_seed(0)
+    model = GPT(tiny(n_layer=L, window=W, short_conv=K)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(all_logits(model, idx), all_logits(plain, idx))
+        for b in model.blocks:
+            b.mixer.conv.weight.normal_()
+        a, b = all_logits(model, idx), all_logits(model, changed)
+    reach = L * (W - 1 + K)
+    assert torch.equal(a[0, reach + 1:], b[0, reach + 1:])
+    assert not torch.allclose(a[0, reach], b[0, reach])
+
+
+def test_short_conv_equals_depthwise_conv1d():
+    conv = M.ShortConv(6, 3)
+    with torch.no_grad():
+        conv.weight.normal_()
+    x = torch.randn(2, 10, 6)
+    # the same filter as a causal depthwise conv1d: taps x_{t-3} .. x_t, the last one fixed at 1
+    kernel = torch.cat([conv.weight.flip(0), torch.ones(1, 6)]).T.unsqueeze(1)   # (C, 1, K + 1)
+    ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), kernel, groups=6).transpose(1, 2)
+    torch.testing.assert_close(conv(x), ref)
+
+
 def test_64k_token_forward_memory_is_linear():
     # A T x T boolean mask alone would take 4 GiB at T = 65536; the whole process stays under 1.5 GiB.
     code = (
@@ -476,7 +508,8 @@ def test_mismatch_diagnostic_separates_the_sites():
 
 @pytest.mark.parametrize("kw,word", [(dict(dropout_site='residual'), 'pre_linear'),
                                      (dict(block_pattern='AX'), "'M'"),
-                                     (dict(dropout=1.0), 'dropout')])
+                                     (dict(dropout=1.0), 'dropout'),
+                                     (dict(short_conv=-1), 'short_conv')])
 def test_bad_config_raises_naming_valid_values(kw, word):
     with pytest.raises(ValueError, match=word):
         tiny(**kw)
@@ -529,7 +562,7 @@ def test_whole_model_traces_as_one_graph(pattern):
     targets[:, :5] = -1
     for site in SITES:
         torch.manual_seed(0)
-        m = GPT(tiny(block_pattern=pattern, dropout=0.1, dropout_site=site, window=8))
+        m = GPT(tiny(block_pattern=pattern, dropout=0.1, dropout_site=site, window=8, short_conv=2))
         explanation = torch._dynamo.explain(m)(idx, targets)
         assert explanation.graph_break_count == 0, (site, [str(b.reason)[:200] for b in explanation.break_reasons])
 
