@@ -287,6 +287,24 @@ def test_gated_norm_compiled_equals_eager(monkeypatch):
 
 # ----------------------------------------------------------------------------- attention
 
+def test_rope_rotates_each_pair_by_its_position_angle_at_any_length():
+    """rope with GPT's tables is the rotation by definition, (x1 + i x2) e^(i t theta^(-2k/D)) in
+    complex numbers; and past the length GPT keeps tables for, where forward computes them, the
+    model equals one that keeps tables that long."""
+    T, D, theta = 40, 8, 10000.0
+    x = torch.randn(2, 3, T, D, dtype=torch.float64)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    ref = torch.complex(x[..., :D // 2], x[..., D // 2:]) * torch.polar(torch.ones_like(angle), angle)
+    cos, sin = M.rope_tables(T, D, theta, 'cpu')                      # fp32: compared at fp32 tolerances
+    torch.testing.assert_close(M.rope(x.float(), cos, sin), torch.cat([ref.real, ref.imag], -1).float())
+    short = GPT(tiny(block_size=16, window=8, nope_every=2)).eval()
+    long = GPT(tiny(block_size=64, window=8, nope_every=2)).eval()
+    long.load_state_dict(short.state_dict())
+    idx = torch.randint(0, 64, (2, T))
+    with torch.no_grad():
+        assert torch.equal(all_logits(short, idx), all_logits(long, idx))
+
+
 @pytest.mark.parametrize("T,window", [(150, 32), (64, 16), (20, 32), (33, 1)])
 def test_sliding_window_equals_band_masked_full_attention(T, window):
     g = torch.Generator().manual_seed(0)
