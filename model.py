@@ -314,15 +314,28 @@ def ssd_scan_sequential(x, dt, A, B, C):
         ys.append(torch.einsum('bhpn,bhn->bhp', state, C[:, i]))
     return torch.stack(ys, dim=1), state
 
-def decay_matrix_t(a):
-    """a: (..., l) log decays <= 0 -> Lt: (..., l, l), a chunk's decay matrix transposed:
-    Lt[j, i] = exp(a[j+1] + .. + a[i]) for i >= j, and 1 below the diagonal (callers multiply by an
-    upper-triangular matrix). A running product of exp(a) along each row: never a difference of two
-    large cumulative sums, so it is exact to a few ulp at any chunk length (the role of mamba's
-    `segsum`), and on a CPU 2x faster than segsum's masked cumsum and exp over (l, l)."""
-    l = a.shape[-1]
-    above = torch.ones(l, l, device=a.device, dtype=a.dtype).triu_(1)         # (l, l): 1 where i > j
-    return torch.addcmul(1 - above, a.exp()[..., None, :], above).cumprod_(-1)   # exp(a[i]) in column i > j
+# No scans inside a chunk: Inductor's GPU codegen failed on the cumsum of the log decays at
+# gpu_mamba2_4k's shapes (torch 2.11, "list indices must be integers or slices, not NoneType" in a
+# SplitScan buffer), so the cumulative sums are products with triangular 0/1 matrices, which tensor
+# cores run, and the decay matrix is an exp of their differences.
+
+def prefix_sums(v, ones):
+    """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
+    last dim, inclusive (ones.triu()), exclusive (ones.triu(1)) or from the end (ones.tril()). Under
+    TF32 (train.py turns it on for GPUs) a product rounds v to 10 bits; the bf16 part of v is exact
+    in TF32, so v goes in as that part plus the rest and only the rest, 2^-9 of v, is rounded."""
+    hi = v.to(torch.bfloat16).to(v.dtype)
+    return hi @ ones + (v - hi) @ ones
+
+@compiled
+def decay_matrix_t(a_cum):
+    """a_cum: (..., l) cumulative log decays (non-increasing) -> Lt: (..., l, l), a chunk's decay
+    matrix transposed: Lt[j, i] = exp(a_cum[i] - a_cum[j]) = exp(a[j+1] + .. + a[i]) for i >= j, and 1
+    below the diagonal (callers multiply by an upper-triangular matrix). The difference costs
+    |a_cum| * eps in the exponent (fp32: 1e-5 at |a_cum| = 200, where the chunk start's weight is
+    e^-200), as to_end already did; mamba's `segsum` avoids it with a masked cumsum, a scan.
+    Compiled, one pass: on a CPU 2x faster than the running product of exp(a) it replaces."""
+    return torch.exp((a_cum[..., None, :] - a_cum[..., :, None]).clamp(max=0))
 
 class _ChunkedScan(torch.autograd.Function):
     """ssd_scan on inputs padded to whole chunks and cast. The backward is written out and rebuilds
@@ -340,22 +353,22 @@ class _ChunkedScan(torch.autograd.Function):
         c = T // l
         X = (x * dt[..., None]).view(b, c, l, h, p)                               # dt_t x_t
         Xh = X.transpose(2, 3).contiguous()                                       # (b, c, h, l, p)
-        a = (dt * A).view(b, c, l, h).transpose(2, 3).contiguous()                # (b, c, h, l): log decay
-        a_cum = a.cumsum(-1)
+        a = (dt * A).view(b, c, l, h).transpose(2, 3)                             # (b, c, h, l): log decay
+        a_cum = prefix_sums(a, torch.ones(l, l, device=a.device, dtype=a.dtype).triu_())   # a.cumsum(-1)
         to_end = torch.exp(a_cum[..., -1:] - a_cum).transpose(2, 3)[..., None]    # (b, c, l, h, 1)
         from_start = torch.exp(a_cum).transpose(2, 3)[..., None]                  # (b, c, l, h, 1)
         Bc, Cc = (u.view(b, c, l, g, n).transpose(2, 3) for u in (B, C))          # (b, c, g, l, n)
         CBt = (Bc @ Cc.transpose(-1, -2)).triu_()          # (b, c, g, l, l): B_j.C_i once per group, not per head
-        return X, Xh, a, to_end, from_start, Bc, Cc, CBt
+        return X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt
 
     @staticmethod
     def forward(ctx, x, dt, A, B, C, l):
         b, T, h, p = x.shape
         g, n = B.shape[-2:]
         c, r = T // l, h // g
-        X, Xh, a, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
+        X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
         # 1. within each chunk: y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
-        Mt = decay_matrix_t(a)                                                    # (b, c, h, l, l)
+        Mt = decay_matrix_t(a_cum)                                                # (b, c, h, l, l)
         Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
         Yh = Mt.transpose(-1, -2) @ Xh                                            # (b, c, h, l, p)
         # 2. the state each chunk writes, as seen at its end
@@ -381,7 +394,7 @@ class _ChunkedScan(torch.autograd.Function):
         g, n = B.shape[-2:]
         l = ctx.l
         c, r = T // l, h // g
-        X, Xh, a, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
+        X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
         dy = dy.view(b, c, l, h, p)
         S_in = S[:, :c]                                                            # (b, c, g, r p, n)
         # 4. y += (C S_in^T) exp(a_cum)
@@ -414,7 +427,7 @@ class _ChunkedScan(torch.autograd.Function):
         # dS = dM * M, and a[k] is in S[i, j] iff j < k <= i, so
         # da[k] = (sum of dS over columns j < k) - (sum over rows i < k)
         dYh = dy.transpose(2, 3).contiguous()                                     # (b, c, h, l, p)
-        Mt = decay_matrix_t(a)                                                    # Lt for now
+        Mt = decay_matrix_t(a_cum)                                                # Lt for now
         dMt = (Xh @ dYh.transpose(-1, -2)).mul_(Mt)                               # (b, c, h, l, l): dM * L
         dCBt = dMt.view(b, c, g, r, l, l).sum(3).triu_()                          # (b, c, g, l, l)
         Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
@@ -422,9 +435,10 @@ class _ChunkedScan(torch.autograd.Function):
         dB += dCBt @ Cc
         dC += dCBt.transpose(-1, -2) @ Bc
         dSt = dMt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None]).view(b, c, h, l, l)   # dM * M
-        da = F.pad((dSt.sum(-1) - dSt.sum(-2)).cumsum(-1)[..., :-1], (1, 0))     # (b, c, h, l)
+        ones = torch.ones(l, l, device=x.device, dtype=x.dtype)
+        da = prefix_sums(dSt.sum(-1) - dSt.sum(-2), ones.triu(1))                 # (b, c, h, l)
         # a_cum = cumsum(a): a[k] is in a_cum[m] for m >= k
-        da += d_cum.transpose(2, 3).flip(-1).cumsum(-1).flip(-1)
+        da += prefix_sums(d_cum.transpose(2, 3), ones.tril())
         # X = x dt, a = dt A
         dt = dt.view(b, c, l, h)
         dx = (dX * dt[..., None]).reshape(b, T, h, p)

@@ -187,6 +187,19 @@ def test_ssd_scan_gradients_match_sequential_loop():
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
 
 
+def test_compiled_ssd_scan_equals_sequential_loop():
+    """ssd_scan under torch.compile (Inductor, as in a compiled model; here on a CPU), in one graph:
+    the outputs and gradients of the sequential loop, one B, C for all heads as in the mixer."""
+    args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 4, 3, 4, torch.float32, groups=1)]
+    y_ref, s_ref = ssd_scan_sequential(*args)
+    g_ref = torch.autograd.grad(y_ref.pow(2).sum() + s_ref.sum(), args)
+    y, s = torch.compile(ssd_scan, fullgraph=True)(*args, chunk_size=16)
+    g = torch.autograd.grad(y.pow(2).sum() + s.sum(), args)
+    torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-5)
+    for name, a, b in zip('x dt A B C'.split(), g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4, msg=name)
+
+
 class LargestTensor(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -583,6 +596,25 @@ def test_whole_model_traces_as_one_graph(pattern):
         m = GPT(tiny(block_pattern=pattern, dropout=0.1, dropout_site=site, window=8, short_conv=2))
         explanation = torch._dynamo.explain(m)(idx, targets)
         assert explanation.graph_break_count == 0, (site, [str(b.reason)[:200] for b in explanation.break_reasons])
+
+
+def test_compiled_graphs_read_the_rope_tables_and_hold_no_scan():
+    """What a compiled training step hands Inductor, forward and backward, attention and Mamba2
+    layers: no cos or sin (the RoPE tables are buffers; computed in the graph, Inductor put them
+    into every layer's kernels) and no cumsum or cumprod (its GPU codegen of those failed on Mamba2)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    ops = set()
+
+    def record(gm, example_inputs):
+        ops.update(str(n.target) for n in gm.graph.nodes if n.op == 'call_function')
+        return make_boxed_func(gm)
+    m = GPT(tiny(block_pattern='AM', window=8, dropout=0.1, dropout_site='vpad'))
+    idx = torch.randint(0, 64, (2, 16))
+    _, loss = torch.compile(m, backend=aot_autograd(fw_compiler=record, bw_compiler=record))(idx, idx)
+    loss.backward()
+    assert 'aten.bmm.default' in ops and 'aten.exp.default' in ops     # the graphs hold the model
+    assert [o for o in ops if any(w in o for w in ('cos', 'sin', 'cumsum', 'cumprod'))] == []
 
 
 def train_losses(model, idx, targets, steps):
