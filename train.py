@@ -360,6 +360,29 @@ def open_log(out_dir, resumed, iter_num):
     return log_path, {}
 
 
+class CompiledOrEager(torch.nn.Module):
+    """model under torch.compile; if compiling fails (at the first call), one line saying so and the
+    model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
+    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
+    def __init__(self, model, backend='inductor'):
+        super().__init__()
+        self.model = model
+        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
+        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
+            torch._functorch.config.force_non_lazy_backward_lowering = True
+
+    def forward(self, *args):
+        if self.compiled:
+            try:
+                return self.compiled[0](*args)
+            except torch._dynamo.exc.BackendCompilerFailed as e:
+                why = getattr(e, 'inner_exception', None) or e
+                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
+                      f"training without it")
+                self.compiled.clear()
+        return self.model(*args)
+
+
 if __name__ == '__main__':
     cfg = configure(settings_of(globals()), sys.argv[1:])
     globals().update(cfg)
@@ -414,7 +437,7 @@ if __name__ == '__main__':
     fit_iter = logged[max(logged)].get('fit_iter') if master and logged else None
     raw_model = model
     if compile:
-        model = torch.compile(model)
+        model = CompiledOrEager(model)
     if ddp:
         model = DDP(model, device_ids=[local_rank] if device_type == 'cuda' else None)
 

@@ -652,3 +652,28 @@ def test_compiled_training_equals_eager_and_replays_its_masks_from_the_rng_state
     first = compiled_model(idx, targets)[1]
     torch.set_rng_state(state)
     assert torch.equal(compiled_model(idx, targets)[1], first)
+
+
+@pytest.mark.parametrize("where", ['forward', 'backward'])
+def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, capsys):
+    """train.py --compile=True wraps the model in train.CompiledOrEager: a compiler that fails (here a
+    stand-in backend raising what Inductor raised on Mamba2) costs one printed line, and the step runs
+    eagerly with the eager model's loss; a failing backward compiler is caught at the first forward."""
+    import train
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def fails(gm, example_inputs):
+        raise TypeError("list indices must be integers or slices, not NoneType")
+    backend = fails if where == 'forward' else aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm), bw_compiler=fails)
+    model = GPT(tiny(block_pattern='AM', window=8))
+    idx = torch.randint(0, 64, (2, 16))
+    wrapped = train.CompiledOrEager(model, backend=backend)
+    capsys.readouterr()
+    _, loss = wrapped(idx, idx)
+    loss.backward()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("torch.compile failed (TypeError: list indices")
+    assert torch.equal(loss, model(idx, idx)[1])
+    wrapped(idx, idx)
+    assert capsys.readouterr().out == ""                # said once
