@@ -1,16 +1,9 @@
-# Pilot of the fit-gated recipe, before the decisive study: no dropout vs VPAD, 8 seeds each.
-# Result (README, 5 runs finished): this recipe fails the pilot: without dropout 3/3 fit at steps
-# 2000-2250 and none extrapolates past 4x; with VPAD 0/2 fit in 4000 steps; 14-27 min per run.
+# Pilot of the mqar recipe (config/vpad.py) before the decisive study: no dropout vs VPAD, 8 seeds
+# each, fit-gated (a run stops 1000 steps after 1x >= 0.95 in the quick eval; never fitting within
+# max_iters is its own outcome). The VPAD arm is the main run itself with seeds 1-8.
 #   python ablate.py config/ablate_pilot.py --workers=2
-# The layout has no window shortcut: on niah_single every training value sits more than 30 tokens
-# before its answer, and the two window layers of 16 reach 2 x 15 = 30 tokens (train.py prints the
-# measured share, 100%). The NoPE layer comes first (N W N W): with the window layer first, window 16
-# had not learned to copy by step 500 (README). A run stops 500 steps after it fits (1x >= 0.95 in
-# the quick eval), so the arms compare after equal training past the fit; never fitting within
-# max_iters is its own outcome. Width 64 for speed (one thread per run with --workers=2).
 base_config = 'config/vpad.py'
-common = {'window': 16, 'nope_first': True, 'n_embd': 64, 'n_head': 2, 'learning_rate': 3e-3,
-          'max_iters': 4000, 'steps_after_fit': 500, 'eval_multiples': '1,16'}
+common = {}
 arms = {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}}
 seeds = '1,2,3,4,5,6,7,8'
 out_dir = 'out/ablate_pilot'

@@ -248,15 +248,15 @@ def test_answer_distances_count_back_from_the_predicting_position(tok):
 
 
 def test_min_doc_len_removes_the_window_shortcut(tmp_path):
-    """The measured share of training answers beyond the window layers' reach, pinned for the
-    layouts the configs use: config/mqar.py's documents fill more than half a 64-token row, so every
-    answer lies beyond 2 window layers of 4 (6 tokens); without min_doc_len, short documents put
-    some within it. niah_single at 128 tokens: every value sits more than 30 tokens back (window 16),
+    """The measured share of training answers beyond the local layers' reach, pinned for the
+    layouts the configs use: the main run's (config/vpad.py) documents fill more than half a 64-token
+    row, so every answer lies beyond its 2 short convolutions of 3 (6 tokens); without min_doc_len,
+    short documents put some within it. niah_single at 128 tokens: every value sits more than 30 tokens back (window 16),
     but only 15% beyond 62 (window 32, most of it reachable through the window)."""
     cfg = {}
-    exec(open(os.path.join(ROOT, "config", "mqar.py")).read(), {"open": lambda p: open(os.path.join(ROOT, p))}, cfg)
-    reach = 2 * (cfg["window"] - 1)
-    assert cfg["tasks"] == "mqar" and cfg["nope_every"] == 2 and cfg["n_layer"] == 4 and 2 * cfg["min_doc_len"] > cfg["block_size"]
+    exec(open(os.path.join(ROOT, "config", "vpad.py")).read(), {}, cfg)
+    reach = cfg["n_layer"] * cfg["short_conv"]
+    assert cfg["tasks"] == "mqar" and cfg["nope_every"] == 1 and "window" not in cfg and 2 * cfg["min_doc_len"] > cfg["block_size"]
     meta = sd.prepare(str(tmp_path / "a"), cfg["block_size"], 200 * cfg["block_size"], tasks="mqar",
                       min_doc_len=cfg["min_doc_len"], progress=False)
     assert sd.beyond_reach(meta, reach) == 1.0
