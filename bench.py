@@ -1,8 +1,9 @@
 """
 Performance figures, each a ratio against a baseline measured in the same run.
 
-    python bench.py                  # all sections
+    python bench.py                  # all CPU sections
     python bench.py --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
+    python bench.py --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
 
 Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
 comes and goes on a shared machine hits every variant alike, and print the median with the spread
@@ -25,6 +26,13 @@ from model import GPT, GPTConfig, SITES, ssd_scan, ssd_scan_sequential
 # The main run's models (config/vpad.py, config/mamba2.py) at width 128, depth 4
 TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2)
 MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, headdim=32, chunk_size=64)
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+SETTINGS = dict(
+    only='',           # one section: sites, mamba, dropout, saved, scan, memory; with --device=cuda gpu_sites, gpu_4k
+    device='cpu',      # 'cuda' (or 'cuda:1'): the GPU sections, compiled, bf16 autocast, fused AdamW
+    peak_flops=0.0,    # the GPU's dense bf16 peak in FLOP/s, for MFU (H100 / H200 SXM: 989e12); 0 = no MFU
+)
 
 
 def alternating(fns, rounds, warmup=1):
@@ -125,18 +133,20 @@ def saved_for_backward_bytes(fn, exclude):
     return sum(kept.values())
 
 
+def read_config(name):
+    """The settings config/<name>.py assigns (it may exec another config, as gpu_mamba2_4k does)."""
+    cfg = {}
+    with open(os.path.join(ROOT, 'config', name + '.py')) as f:
+        exec(f.read(), {'open': lambda p: open(os.path.join(ROOT, p))}, cfg)
+    return cfg
+
+
 def bench_saved():
     """What one layer keeps for backward per 4096-token row at the GPU configs' width (768, dropout
     0.1, vpad), the parameters left out, fp32 and under bfloat16 autocast (the GPU runs' dtype); then
     each GPU config's total, layers x rows per micro-batch, against an 80 GB card."""
     print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, distinct storages) ==")
-    root = os.path.dirname(os.path.abspath(__file__))
-    configs = {}
-    for name in ('gpu_vpad_4k', 'gpu_mamba2_4k'):
-        cfg = {}
-        with open(os.path.join(root, 'config', name + '.py')) as f:
-            exec(f.read(), {'open': lambda p: open(os.path.join(root, p))}, cfg)
-        configs[name] = cfg
+    configs = {name: read_config(name) for name in ('gpu_vpad_4k', 'gpu_mamba2_4k')}
     M.USE_COMPILE = False
     per_row = {}
     for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
@@ -203,29 +213,139 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def bench_memory():
     """Peak memory of an eval forward (batch 1) as the length grows: the growth should be linear."""
     print("\n== eval forward: peak RSS of the whole process (batch 1, 4 layers, width 128) ==")
-    root = os.path.dirname(os.path.abspath(__file__))
     for arch in ('window', 'mamba2'):
         peaks = []
         for T in (32768, 65536, 131072):
-            out = subprocess.run([sys.executable, '-c', MEMORY_CODE, arch, str(T)], cwd=root,
+            out = subprocess.run([sys.executable, '-c', MEMORY_CODE, arch, str(T)], cwd=ROOT,
                                  capture_output=True, text=True, check=True)
             peaks.append(int(out.stdout.split()[-1]) / 1024)
             step = f"  +{peaks[-1] - peaks[-2]:7.1f} MiB for +{T // 2} tokens" if len(peaks) > 1 else ""
             print(f"{arch:<7} T={T:<7} {peaks[-1]:8.1f} MiB{step}")
 
 
+# -----------------------------------------------------------------------------
+# GPU sections: compiled steps of the GPU configs' models, bf16 autocast, fused AdamW, random tokens
+# with a target at every position (vocab 4096), as the first H200 measurement ran them
+
+def gpu_model(name, **changes):
+    """The model settings of config/<name>.py, with changes."""
+    cfg = read_config(name)
+    return {k: cfg[k] for k in GPTConfig.__dataclass_fields__ if k in cfg} | dict(vocab_size=4096) | changes
+
+
+def gpu_step(cfg, batch, T, device, compile):
+    """-> (step, model, run): one training step of a fresh model; run is the model compiled (train.py's
+    CompiledOrEager: on a compiler failure it says so in one line and runs eagerly) or the model."""
+    from train import CompiledOrEager
+    torch.manual_seed(0)
+    device_type = device.split(':')[0]
+    model = GPT(GPTConfig(**{**cfg, 'block_size': T})).to(device)
+    opt = model.configure_optimizers(0.0, 1e-4, (0.9, 0.95), device_type)
+    run = CompiledOrEager(model) if compile else model
+    idx = torch.randint(0, cfg['vocab_size'], (batch, T + 1), device=device)
+    x, y = idx[:, :-1], idx[:, 1:]
+
+    def step():
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            _, loss = run(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step, model, run
+
+
+def bench_gpu_group(title, variants, base, device, peak_flops, rounds=5, steps=3):
+    """variants: {name: (model settings, batch, T, compile)}, all held at once and timed in alternating
+    rounds of `steps` steps each. Per variant: ms per step and its ratio to base, tokens/s, MFU against
+    peak_flops, and peak memory: weights and optimizer state plus a step's largest transient, what a
+    process training that model alone would reach."""
+    print(f"\n== {title}, {rounds} alternating rounds of {steps} steps ==")
+    cuda = device.startswith('cuda')
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    allocated = (lambda: torch.cuda.memory_allocated(device)) if cuda else (lambda: 0)
+    torch._dynamo.reset()                  # Dynamo compiles GPT.forward once per variant: a fresh budget per group
+    fns, info = {}, {}
+    for name, (cfg, batch, T, compile) in variants.items():
+        before, t0 = allocated(), time.perf_counter()
+        step, model, run = gpu_step(cfg, batch, T, device, compile)
+        for _ in range(2):                                              # compiles, and makes the optimizer state
+            step()
+        sync()
+        how = 'eager' if not compile else 'compiled' if run.compiled else 'eager (compile failed)'
+        info[name] = dict(tokens=batch * T, flops=model.flops_per_token(T) * batch * T, resident=allocated() - before,
+                          transient=0, how=f"{how}, ready in {time.perf_counter() - t0:.0f} s")
+
+        def timed(step=step, i=info[name]):
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            start = allocated()
+            for _ in range(steps):
+                step()
+            sync()
+            if cuda:
+                i['transient'] = max(i['transient'], torch.cuda.max_memory_allocated(device) - start)
+        fns[name] = timed
+    times = alternating(fns, rounds, warmup=0)
+    for name, ts in times.items():
+        i, dt = info[name], statistics.median(ts) / steps
+        ratios = [t / b for t, b in zip(ts, times[base])]
+        mfu = f"MFU {i['flops'] / dt / peak_flops:5.1%}" if peak_flops else "MFU n/a"
+        print(f"{name:<22} {dt * 1000:7.1f} ms [{min(ts) / steps * 1000:.1f}-{max(ts) / steps * 1000:.1f}]"
+              f"  {statistics.median(ratios):5.2f}x {base} [{min(ratios):.2f}-{max(ratios):.2f}]"
+              f"  {i['tokens'] / dt / 1e3:6.0f}K tok/s  {mfu}  peak {(i['resident'] + i['transient']) / 2**30:5.1f} GiB  ({i['how']})")
+
+
+def gpu_sites_variants():
+    """The dropout sites at 12 layers x 768 (gpu_vpad_4k's width, full causal attention), 16 x 1024
+    tokens; 'none, no RoPE' (every layer NoPE) shows what the rotation itself costs."""
+    full = dict(window=0, nope_every=0, dropout_site='none')
+    variants = {'none, no RoPE': (gpu_model('gpu_vpad_4k', **full | dict(nope_every=1)), 16, 1024, True)}
+    return variants | {site: (gpu_model('gpu_vpad_4k', **full | dict(dropout_site=site)), 16, 1024, True) for site in SITES}
+
+
+def gpu_4k_variants():
+    """gpu_vpad_4k's and gpu_mamba2_4k's models (the latter also eager) and, for reference, a
+    full-causal transformer without dropout, 4 x 4096 tokens."""
+    return {'full causal, none': (gpu_model('gpu_vpad_4k', window=0, nope_every=0, dropout_site='none'), 4, 4096, True),
+            'gpu_vpad_4k': (gpu_model('gpu_vpad_4k'), 4, 4096, True),
+            'gpu_mamba2_4k': (gpu_model('gpu_mamba2_4k'), 4, 4096, True),
+            'gpu_mamba2_4k, eager': (gpu_model('gpu_mamba2_4k'), 4, 4096, False)}
+
+
+def bench_gpu_sites(device, peak_flops):
+    bench_gpu_group("GPU training step per dropout site: 12 layers x 768, full causal, 16 x 1024 tokens, dropout 0.1",
+                    gpu_sites_variants(), 'none', device, peak_flops)
+
+
+def bench_gpu_4k(device, peak_flops):
+    bench_gpu_group("GPU training step at 4 x 4096 tokens: the 4K configs' models", gpu_4k_variants(),
+                    'gpu_vpad_4k', device, peak_flops)
+
+
 if __name__ == '__main__':
-    benches = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
-                   scan=bench_scan, memory=bench_memory)
+    from configurator import configure
+    cpu = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
+               scan=bench_scan, memory=bench_memory)
+    gpu = dict(gpu_sites=bench_gpu_sites, gpu_4k=bench_gpu_4k)
     if any(a in ('-h', '--help') for a in sys.argv[1:]):
-        print(__doc__.strip())
-        sys.exit(0)
-    if any(not a.startswith('--only=') for a in sys.argv[1:]):
-        sys.exit(f"usage: python bench.py [--only=SECTION], SECTION one of {', '.join(benches)}")
-    only = next((a.split('=', 1)[1] for a in sys.argv[1:]), None)
+        print(__doc__.strip() + '\n')
+    cfg = configure(SETTINGS, sys.argv[1:])
+    only, device = cfg['only'], cfg['device']
+    benches = gpu if device.startswith('cuda') else cpu
+    if device != 'cpu' and not device.startswith('cuda'):
+        sys.exit(f"--device={device}: use cpu or cuda (cuda:N)")
     if only and only not in benches:
-        sys.exit(f"--only={only}: choose one of {', '.join(benches)}")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+        sys.exit(f"--only={only}: with --device={device} choose one of {', '.join(benches)}")
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        sys.exit(f"--device={device}: no CUDA device here (torch {torch.__version__}"
+                 f"{', a CPU-only build' if torch.version.cuda is None else ''}); the GPU sections need a GPU")
+    if device.startswith('cuda'):
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True   # as train.py
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name(device)}")
+    else:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     for name, fn in benches.items():
-        if only in (None, name):
+        if only in ('', name) and device.startswith('cuda'):
+            fn(device, cfg['peak_flops'])
+        elif only in ('', name):
             fn()
