@@ -90,6 +90,7 @@ extrap_task = ''           # the one task that decides it, fixed in advance; '' 
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
+import rundir  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
 import torch  # noqa: E402
@@ -200,7 +201,7 @@ def state(run):
     path = os.path.join(run['dir'], 'ckpt.pt')
     if not os.path.exists(path):
         return 'new'
-    ckpt = train.load_checkpoint(path)
+    ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
     saved, wanted = ckpt['config'], run['cfg']
     # a key the checkpoint lacks came to train.py after the run: its default is what the run did
     differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k, getattr(train, k, None)) != wanted[k]]
@@ -230,7 +231,7 @@ def check_sources(runs):
         if run['state'] == 'done' or not run['selected'] or source in ('scratch', 'resume'):
             continue
         path = train.init_path(source)
-        done = os.path.isfile(path) and finished(train.load_checkpoint(path))
+        done = os.path.isfile(path) and finished(rundir.load_checkpoint(path, "restore a copy, or retrain that run"))
         if not done:
             raise SystemExit(f"config error: arm '{run['arm']}', seed {run['seed']}: init_from={source!r} is not a "
                              f"finished run yet; run the study it comes from first")
@@ -592,7 +593,7 @@ def evaluate(runs, mults, n, compute=True):
         if run['state'] != 'done':
             continue
         tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
-        device = eval_lengths.pick_device(run['cfg']['device'])
+        device = rundir.pick_device(run['cfg']['device'])
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
                'device': device.split(':')[0]}
 

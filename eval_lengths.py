@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from configurator import configure, settings_of
 from model import GPT, GPTConfig
+import rundir
 import sample_data
 
 # -----------------------------------------------------------------------------
@@ -59,36 +60,29 @@ def parse_multiples(key, text):
     return mults
 
 
-def pick_device(device):
-    """'auto' -> 'cuda' or 'cpu'; anything unusable is a one-line error."""
-    if device == 'auto':
-        return 'cuda' if torch.cuda.is_available() else 'cpu'
-    if device != 'cpu' and not device.startswith('cuda'):
-        raise SystemExit(f"config error: device={device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
-    if device.startswith('cuda') and not torch.cuda.is_available():
-        raise SystemExit(f"config error: device={device!r} but this machine has no CUDA GPU: use --device=cpu or auto")
-    return device
-
-
 def load_run(run_dir, device):
     """-> (model in eval mode, tokenizer, checkpoint's config dict) from run_dir/ckpt.pt."""
     path = os.path.join(run_dir, 'ckpt.pt')
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise SystemExit(f"out_dir={run_dir!r} is a file, not a run dir: give the folder train.py wrote")
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py --out_dir={run_dir}")
+    # a checkpoint that does not load cannot be retrained in place (train.py keeps a run dir's checkpoint)
+    fix = f"restore a copy, or set it aside (mv {path} {path}.bad) and retrain {run_dir} with the train.py command that made it"
+    ckpt = rundir.load_checkpoint(path, fix)
     try:
-        ckpt = torch.load(path, map_location='cpu', weights_only=True)
         model = GPT(GPTConfig(**ckpt['model_args']))
         model.load_state_dict(ckpt['model'])
     except Exception as e:
-        raise SystemExit(f"{path} is not a readable lengthgen checkpoint ({type(e).__name__}: {str(e)[:200]}); "
-                         f"retrain with: python train.py --out_dir={run_dir}")
-    if not os.path.isfile(os.path.join(run_dir, 'tokenizer.json')):
-        raise SystemExit(f"{run_dir}/tokenizer.json is missing: train.py writes it into every run dir; copy "
-                         f"the one from the run's data_dir ({ckpt.get('config', {}).get('data_dir', 'data/...')})")
+        raise SystemExit(f"{path} is not a lengthgen checkpoint ({type(e).__name__}: {rundir.first_line(e)}); {fix}") from None
+    tok_path = os.path.join(run_dir, 'tokenizer.json')
+    copy = f"copy the one from the run's data_dir: cp {ckpt.get('config', {}).get('data_dir', 'data/...')}/tokenizer.json {tok_path}"
+    if not os.path.isfile(tok_path):
+        raise SystemExit(f"{tok_path} is missing (train.py writes it into every run dir): {copy}")
     try:
-        tok = sample_data.load_tokenizer(run_dir)
-    except ValueError as e:
-        raise SystemExit(str(e))
+        tok = sample_data.Tokenizer.load(tok_path)
+    except Exception as e:
+        raise SystemExit(f"{tok_path} is corrupt ({type(e).__name__}: {rundir.first_line(e)}): {copy}") from None
     if tok.vocab_size != model.config.vocab_size or tok.name != ckpt.get('tokenizer', tok.name):
         raise SystemExit(f"{run_dir}/tokenizer.json ({tok.name!r}, {tok.vocab_size} tokens) does not belong to "
                          f"this checkpoint ({ckpt.get('tokenizer')!r}, {model.config.vocab_size} tokens)")
@@ -110,6 +104,12 @@ def estimate_bytes(config, batch, T, device='cpu'):
     if 'M' in c.block_pattern:
         per_token += 2 * (c.expand * c.n_embd // c.headdim) * c.chunk_size * 2
     return 4 * batch * T * per_token + 4 * c.vocab_size * c.n_embd
+
+
+def examples_bytes(n, length):
+    """Memory of n held-out examples of `length` tokens, all built before the first is scored:
+    Python lists of ints, measured at 10-35 bytes a token (tracemalloc; the most at 128 tokens)."""
+    return 40 * n * length
 
 
 def available_bytes(device):
@@ -160,6 +160,10 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
                           f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower batch_size or the multiples")
+    need, have = examples_bytes(n, length), available_bytes('cpu')
+    if need > 0.8 * have:
+        raise MemoryError(f"{n} examples of {task} at {length} tokens need about {need / 2**30:.1f} GiB, and "
+                          f"{have / 2**30:.1f} GiB are free; lower the number of examples")
     examples = sample_data.eval_examples(task, tok, length, n, seed=seed, absent_key=absent_key)
     correct = []
     for i in range(0, n, batch_size):
@@ -277,14 +281,18 @@ def check_args(cfg):
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     runs, task_names, mults = check_args(cfg)
-    dev = pick_device(cfg['device'])
+    dev = rundir.pick_device(cfg['device'])
+    name = 'eval_absent_key.json' if cfg['absent_key'] else 'eval_lengths.json'
+    for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
+        load_run(run, 'cpu')
+        rundir.check_writable(run, name, "rerun (nothing was evaluated); or copy the run dir somewhere writable "
+                                         "and evaluate the copy")
     records = []
     for run in runs:
         rec = evaluate_run(run, task_names, mults, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'],
                            absent_key=cfg['absent_key'])
-        name = 'eval_absent_key.json' if cfg['absent_key'] else 'eval_lengths.json'
-        with open(os.path.join(run, name), 'w') as f:
-            json.dump(rec, f, indent=1)
+        with rundir.writing(os.path.join(run, name), name, "rerun"):
+            rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['num_samples']} examples per point)")
     print(format_table(records, mults))

@@ -29,6 +29,7 @@ beyond R tokens, the answers that a stack of sliding-window layers reaching R to
 
 import base64
 import functools
+import hashlib
 import json
 import math
 import os
@@ -625,9 +626,19 @@ def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337
     meta = dict(version=VERSION, tokenizer=tok.name, vocab_size=tok.vocab_size, block_size=block_size,
                 tasks=dict(zip(names, weights)), data_seed=data_seed, num_tokens=num_tokens,
                 train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
-                answer_distances=distances.tolist())
+                answer_distances=distances.tolist(),
+                sha256={f: file_sha256(os.path.join(out_dir, f)) for f in ('train.bin', 'val.bin')})
     write_atomic(meta_path, json.dumps(meta, indent=2).encode())
     return meta
+
+def file_sha256(path):
+    """The sha256 of a file, read in 1 MiB pieces (meta.json keeps train.bin's and val.bin's, so a
+    file of the right size but other bytes is caught before training reads it)."""
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for piece in iter(lambda: f.read(1 << 20), b''):
+            h.update(piece)
+    return h.hexdigest()
 
 def _regenerate(data_dir, block_size='<T>', num_tokens='<N>'):
     return f"python sample_data.py --out_dir={data_dir} --block_size={block_size} --num_tokens={num_tokens}"

@@ -24,6 +24,7 @@ starts from another run's weights with a fresh optimizer and this run's settings
 import json
 import math
 import os
+import shlex
 import sys
 import time
 from contextlib import nullcontext
@@ -62,6 +63,7 @@ n_embd = 128               # width
 window = 0                 # sliding-window size of RoPE attention layers (0 = full causal)
 nope_every = 0             # every k-th attention layer is global without RoPE (0 = never)
 nope_first = False         # True: the NoPE layer comes first in each group of nope_every (N W N W, not W N W N)
+short_conv = 0             # attention layers mix in the previous short_conv positions first (0 = off)
 block_pattern = 'A'        # cycled over layers: 'A' attention + MLP, 'M' Mamba2 ('AM' = hybrid)
 rope_theta = 10000.0       # RoPE base
 d_state = 64               # Mamba2 state size
@@ -102,6 +104,7 @@ from configurator import configure, settings_of  # noqa: E402  (after the defaul
 from model import GPT, GPTConfig  # noqa: E402
 import sample_data  # noqa: E402
 import eval_lengths  # noqa: E402
+import rundir  # noqa: E402
 
 MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
 POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
@@ -109,6 +112,11 @@ POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_
             'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
+
+
+# what the checkpoint keeps of its step's log record, so that a run killed between its checkpoint
+# and its log line (during the length eval) logs that step in full when it resumes
+LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu')
 
 
 class Split(NamedTuple):
@@ -132,11 +140,13 @@ def check_config(cfg):
         for k in ('out_dir', 'data_dir'):
             if not cfg[k].strip():
                 raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
+            if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
+                raise ValueError(f"{k}={cfg[k]!r} is a file, not a folder: give a folder, e.g. --{k}=out/run1")
         if cfg['loss_on'] not in ('answers', 'all'):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
             raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
-        eval_lengths.pick_device(cfg['device'])        # exits with one line if unusable
+        device = rundir.pick_device(cfg['device'])        # exits with one line if unusable
         if cfg['init_from'] not in ('scratch', 'resume'):
             if not os.path.isfile(init_path(cfg['init_from'])):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
@@ -165,35 +175,64 @@ def check_config(cfg):
             if cfg['block_size'] * min(quick + final) < need:
                 raise ValueError(f"{t} needs examples of at least {need} tokens; the length eval asks for "
                                  f"{cfg['block_size'] * min(quick + final)} (block_size x the smallest multiple)")
+        check_memory(cfg, tok.vocab_size, device, cfg['block_size'] * min(quick + final))
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
     return eval_tasks, quick, final
+
+
+def check_memory(cfg, vocab_size, device, shortest):
+    """Refuse a batch or an eval set that cannot fit before anything is written: a batch_size too
+    large for the machine otherwise grows until the kernel kills the run without a word, and
+    eval_samples too many holds every example of the first quick eval at once."""
+    cuda = device.startswith('cuda')
+    # a GPU's whole memory, not its free memory: asking for that would open a CUDA context in ablate.py too
+    have = torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda else eval_lengths.available_bytes('cpu')
+    act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
+    need = train_bytes(cfg, vocab_size, device, act_bytes)
+    if need > 0.8 * have:
+        raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about {need / 2**30:.1f} GiB "
+                         f"to train and {device} has {have / 2**30:.1f} GiB: lower batch_size (raise gradient_accumulation_steps "
+                         f"to keep the tokens per step)")
+    need, have = eval_lengths.examples_bytes(cfg['eval_samples'], shortest), eval_lengths.available_bytes('cpu')
+    if need > 0.8 * have:
+        raise ValueError(f"eval_samples={cfg['eval_samples']} examples of {shortest} tokens need about {need / 2**30:.1f} GiB "
+                         f"and {have / 2**30:.1f} GiB are free: lower eval_samples")
+
+
+def train_bytes(cfg, vocab_size, device, act_bytes):
+    """Rough peak memory of a training micro-step of batch_size rows: each layer keeps about
+    36 x n_embd activations a token for the backward (measured: 34 at width 128 on the CPU; bench.py
+    --only=saved: 32 at width 768 in bf16), plus one forward's transients, and the weights, their
+    gradients and AdamW's two moments (16 bytes a parameter)."""
+    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=vocab_size)
+    tokens, params = cfg['batch_size'] * cfg['block_size'], 12 * c.n_layer * c.n_embd ** 2 + vocab_size * c.n_embd
+    return (act_bytes * tokens * 36 * c.n_layer * c.n_embd + 16 * params
+            + eval_lengths.estimate_bytes(c, cfg['batch_size'], cfg['block_size'], device))
 
 
 def init_path(init_from):
     return os.path.join(init_from, 'ckpt.pt') if os.path.isdir(init_from) else init_from
 
 
-def save_checkpoint(state, path):
-    """Write to a temp file, flush it to disk, then rename: a crash at any moment leaves either
-    the old checkpoint or the new one, never a torn file."""
-    tmp = path + '.tmp'
-    with open(tmp, 'wb') as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path):
+def load_checkpoint(path, own):
+    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
     if not os.path.isfile(path):
         raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
                          f"start the run with init_from='scratch'")
-    try:  # tensors land on the CPU; load_state_dict moves weights to the model's device
-        return torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as e:
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}: {str(e)[:200]}). "
-                         f"Start again with init_from='scratch' (or restore a copy)")
+    return rundir.load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
+                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
+
+
+def where_it_stands(argv, out_dir, saved_iter, world_size):
+    """How to go on after an interruption or a disk error: the command that resumes the run from
+    its last checkpoint, or that starts it again when it has none yet."""
+    launch = ['python'] if world_size == 1 else ['torchrun', '--standalone', f'--nproc_per_node={world_size}']
+    if saved_iter is None:
+        return f"start again with: {shlex.join(launch + ['train.py', *argv])} (nothing was saved yet)"
+    argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
+    return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
+            f"of iter {saved_iter}, {os.path.join(out_dir, 'ckpt.pt')})")
 
 
 def get_lr(it, cfg):
@@ -220,11 +259,15 @@ def draw_seed(*parts):
 def open_data(cfg, master):
     """Generate the corpus on first use (rank 0; the others wait), then check it matches the run."""
     meta_path = os.path.join(cfg['data_dir'], 'meta.json')
+
+    def generate():
+        print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
+        sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
+                            data_seed=cfg['data_seed'], tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
     try:
-        if master and not os.path.exists(meta_path):
-            print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
-            sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
-                                data_seed=cfg['data_seed'], tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
+        if master and not os.path.exists(meta_path):   # one process generates it; another run that needs it waits
+            with rundir.writing(cfg['data_dir'], 'the corpus', "rerun (or point --data_dir elsewhere)"):
+                rundir.make_once(cfg['data_dir'], lambda: os.path.exists(meta_path), generate)
         if dist.is_initialized():
             dist.barrier()
         meta = sample_data.load_meta(cfg['data_dir'])
@@ -243,8 +286,22 @@ def open_data(cfg, master):
     data = {}
     for split in ('train', 'val'):
         ids, mask = sample_data.load_split(cfg['data_dir'], split)
+        check_tokens(cfg['data_dir'], split, ids, meta, tok.vocab_size)
         data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
     return meta, tok, data
+
+
+def check_tokens(data_dir, split, ids, meta, vocab_size):
+    """A token file of the right size but wrong bytes would stop the run at the embedding after its
+    first checkpoint: compare it with the checksum in meta.json, or for a corpus written before
+    meta.json held one, check that every id is in the vocabulary."""
+    path = os.path.join(data_dir, f'{split}.bin')
+    fix = f"delete {data_dir} and rerun: this run generates it again"
+    want = meta.get('sha256', {}).get(f'{split}.bin')
+    if want and sample_data.file_sha256(path) != want:
+        raise SystemExit(f"{path} does not match the checksum in meta.json (corrupt?): {fix}")
+    if not want and len(ids) and int(ids.max()) >= vocab_size:
+        raise SystemExit(f"{path} holds token id {int(ids.max())}, outside the vocabulary ({vocab_size}) (corrupt?): {fix}")
 
 
 def rows_to_batch(split, rows, T, loss_on, device):
@@ -268,15 +325,18 @@ def count_targets(split, rows, T, loss_on):
 
 
 def read_log(path, upto):
-    """The records of log.jsonl up to iteration `upto`. A torn last line (a kill mid-write) is dropped."""
+    """The records of log.jsonl up to iteration `upto`. A line that is not a record (a torn last
+    line from a kill mid-write, or an edit) is skipped with a warning."""
     kept = []
     with open(path) as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
-            if record['iter'] <= upto:
+                record = None
+            if not (isinstance(record, dict) and isinstance(record.get('iter'), int)):
+                print(f"warning: {path} line {n} is not a log record, skipped: {line.strip()[:60]!r}")
+            elif record['iter'] <= upto:
                 kept.append(record)
     return kept
 
@@ -302,16 +362,18 @@ def format_accuracy(acc):
 
 
 def start_model(cfg, tok, device):
-    """-> (model, optimizer, iter_num, best_val_loss, resumed, notes for the log), from scratch,
-    from out_dir's checkpoint (resume), or from another run's weights (init_from=<path>)."""
+    """-> (model, optimizer, iter_num, best_val_loss, resumed, notes for the log, the values the
+    checkpoint logged), from scratch, from out_dir's checkpoint (resume), or from another run's
+    weights (init_from=<path>)."""
     model_args = {k: cfg[k] for k in MODEL_KEYS} | {'vocab_size': tok.vocab_size}
     init_from, resumed, iter_num, best_val_loss, notes = cfg['init_from'], False, 0, float('inf'), {}
+    last = dict.fromkeys(LOGGED)
     torch.manual_seed(cfg['seed'])                      # initial weights
     model = GPT(GPTConfig(**model_args))
     ckpt = None
     if init_from != 'scratch':
         path = os.path.join(cfg['out_dir'], 'ckpt.pt') if init_from == 'resume' else init_path(init_from)
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path, own=init_from == 'resume')
         if ckpt['tokenizer'] != tok.name or ckpt['model_args']['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
                              f"{ckpt['model_args']['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "
@@ -341,7 +403,8 @@ def start_model(cfg, tok, device):
     if resumed:
         optimizer.load_state_dict(ckpt['optimizer'])
         notes = {k: ckpt[k] for k in ('init_from', 'init_iter') if k in ckpt}
-    return model, optimizer, iter_num, best_val_loss, resumed, notes
+        last = {k: ckpt.get(k) for k in LOGGED}
+    return model, optimizer, iter_num, best_val_loss, resumed, notes, last
 
 
 def open_log(out_dir, resumed, iter_num):
@@ -355,7 +418,7 @@ def open_log(out_dir, resumed, iter_num):
         return log_path, {}
     if os.path.exists(log_path):
         kept = read_log(log_path, iter_num)
-        sample_data.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
+        rundir.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
         return log_path, {r['iter']: r for r in kept}
     return log_path, {}
 
@@ -387,10 +450,24 @@ if __name__ == '__main__':
     cfg = configure(settings_of(globals()), sys.argv[1:])
     globals().update(cfg)
     eval_task_names, quick_multiples, final_multiples_ = check_config(cfg)
-
-    # DDP: one process per device, launched by torchrun
+    # DDP: one process per device, launched by torchrun; rank 0 owns the run dir and speaks for the run
     ddp = int(os.environ.get('RANK', -1)) != -1
-    device = eval_lengths.pick_device(device)
+    master, world_size = int(os.environ.get('RANK', 0)) == 0, int(os.environ.get('WORLD_SIZE', 1))
+    iter_num, saved_iter = 0, None                  # the step reached, the step of the last checkpoint written
+
+    def standing():
+        return where_it_stands(sys.argv[1:], out_dir, saved_iter, world_size)
+    rundir.exit_on_signals(lambda: f"stopped at iter {iter_num}; {standing()}" if master else None)
+    rundir.die_with_parent()                        # a trainer that ablate.py started ends with it
+    if master:
+        with rundir.writing(os.path.join(out_dir, rundir.LOCK), 'the lock file', "start again (or choose another --out_dir)"):
+            try:
+                rundir.DirLock(out_dir)
+            except rundir.Held as e:
+                raise SystemExit(f"{out_dir} is in use by {e} (see {out_dir}/{rundir.LOCK}): wait for it to end, or "
+                                 f"stop it (kill {e.pid}) and rerun this command") from None
+
+    device = rundir.pick_device(device)
     if ddp:
         # rank 0 alone generates missing data and runs the length evals; the others wait that long
         dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo', timeout=timedelta(hours=2))
@@ -399,8 +476,7 @@ if __name__ == '__main__':
             device = f'cuda:{local_rank}'
             torch.cuda.set_device(device)
     else:
-        rank, world_size = 0, 1
-    master = rank == 0
+        rank = 0
     step_rows = batch_size * gradient_accumulation_steps             # rows per step, all processes together
     if step_rows % world_size:
         raise SystemExit(f"config error: a step's {step_rows} rows (batch_size x gradient_accumulation_steps) "
@@ -421,12 +497,16 @@ if __name__ == '__main__':
         raise SystemExit(f"{out_dir} already holds a run ({out_dir}/ckpt.pt): continue it with --init_from=resume, "
                          f"or start over in another --out_dir (or delete {out_dir})")
     meta, tok, data = open_data(cfg, master)
-    model, optimizer, iter_num, best_val_loss, resumed, notes = start_model(cfg, tok, device)
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    model, optimizer, iter_num, best_val_loss, resumed, notes, last = start_model(cfg, tok, device)
+    saved_iter = iter_num if resumed else None
+    ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
     if master:
-        os.makedirs(out_dir, exist_ok=True)
-        log_path, logged = open_log(out_dir, resumed, iter_num)
-        tok.save(os.path.join(out_dir, 'tokenizer.json'))             # eval_lengths.py reads it from the run dir
+        with rundir.writing(log_path, 'the log', standing):
+            log_path, logged = open_log(out_dir, resumed, iter_num)
+        tok_path = os.path.join(out_dir, 'tokenizer.json')            # eval_lengths.py reads it from the run dir
+        with rundir.writing(tok_path, 'the tokenizer', standing):
+            with open(os.path.join(data_dir, 'tokenizer.json'), 'rb') as f:
+                rundir.write_atomic(tok_path, f.read())
         print(f"tokens per iteration: {tokens_per_iter:,} ({world_size} process(es) x {micro_steps} micro-steps "
               f"x {micro_rows} rows x {block_size} tokens); device {device}, {dtype}")
         reach = window_reach(model)
@@ -482,10 +562,13 @@ if __name__ == '__main__':
         return min(max_iters, fit_iter + steps_after_fit)
 
     def checkpoint(val_loss, finished):
-        save_checkpoint({'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
-                         'model_args': raw_model.config.__dict__, 'config': cfg, 'iter_num': iter_num,
-                         'best_val_loss': best_val_loss, 'val_loss': val_loss, 'tokenizer': tok.name,
-                         'data_meta': meta, 'fit_iter': fit_iter, 'finished': finished, **notes}, ckpt_path)
+        state = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
+                 'model_args': raw_model.config.__dict__, 'config': cfg, 'iter_num': iter_num,
+                 'best_val_loss': best_val_loss, 'val_loss': val_loss, 'train_loss': loss_f, 'tokenizer': tok.name,
+                 'tokens_per_sec': tokens_per_sec, 'mfu': mfu, 'data_meta': meta, 'fit_iter': fit_iter,
+                 'finished': finished, **notes}
+        with rundir.writing(ckpt_path, f'the checkpoint of iter {iter_num}', standing):
+            rundir.save_checkpoint(state, ckpt_path)
 
     def diverged(what):
         """Stop without writing anything: the last checkpoint holds the last good weights."""
@@ -494,7 +577,7 @@ if __name__ == '__main__':
 
     start_iter = iter_num
     model.train()
-    t_start, tokens_per_sec, mfu, loss_f = time.time(), 0.0, 0.0, None
+    t_start, tokens_per_sec, mfu, loss_f = time.time(), last['tokens_per_sec'] or 0.0, last['mfu'] or 0.0, last['train_loss']
     t_last, iter_last = t_start, iter_num
     while True:
         # Evaluate at the top of an iteration: checkpoint first (nothing is lost if the length eval
@@ -502,7 +585,7 @@ if __name__ == '__main__':
         final = iter_num == stop_iter()
         if iter_num % eval_interval == 0 or final:
             if resumed and iter_num == start_iter:
-                val_loss = None
+                val_loss = last['val_loss']             # the checkpoint's, for a log record its kill cut off
             else:
                 val_loss = estimate_val_loss()
                 if not math.isfinite(val_loss):
@@ -510,6 +593,7 @@ if __name__ == '__main__':
                 best_val_loss = min(best_val_loss, val_loss)
                 if master and (always_save_checkpoint or val_loss <= best_val_loss or final):
                     checkpoint(val_loss, final)
+                    saved_iter = iter_num
             if master and iter_num not in logged:
                 accs = length_eval(final_multiples_ if final else quick_multiples)
                 # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
@@ -521,8 +605,8 @@ if __name__ == '__main__':
                           'tokens_per_sec': tokens_per_sec, 'mfu': mfu, 'elapsed_s': round(time.time() - t_start, 1),
                           'length_eval': accs, 'fit_iter': fit_iter, **({'final': True} if final else {}),
                           **(notes if iter_num == start_iter else {})}
-                with open(log_path, 'a') as f:
-                    f.write(json.dumps(record) + '\n')
+                with rundir.writing(log_path, f'the log record of iter {iter_num}', standing):
+                    rundir.append_line(log_path, json.dumps(record))
                 logged[iter_num] = record
                 for task, by_m in accs.items():
                     print(f"eval {iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
@@ -557,8 +641,8 @@ if __name__ == '__main__':
             # the mean over all n_step targets (DDP averages over processes, hence * world_size)
             (loss * (n * world_size / n_step)).backward()
             loss_sum += loss.item() * n
-        if ddp:  # the logged loss is the step's, not this process's share
-            t = torch.tensor([loss_sum], device=device)
+        if ddp:  # the logged loss is the step's, not this process's share (in float64, as one process sums it)
+            t = torch.tensor([loss_sum], device=device, dtype=torch.float64)
             dist.all_reduce(t)
             loss_sum = t.item()
         loss_f = loss_sum / n_step
@@ -583,6 +667,10 @@ if __name__ == '__main__':
 
     if master:
         print(f"done: {iter_num} iters in {(time.time() - t_start) / 60:.1f} min; checkpoint {ckpt_path}")
+        val = [r['val_loss'] for _, r in sorted(logged.items()) if r.get('val_loss') is not None]
+        if len(val) > 1 and val[-1] >= val[0]:   # e.g. learning_rate=1e6 ends at chance level without an error
+            print(f"note: the val loss did not fall ({val[0]:.4f} at the first eval, {val[-1]:.4f} at the last): "
+                  f"the run learned nothing; check learning_rate (now {learning_rate})")
     if ddp:  # leave together: a gloo rank that tears down while its peer still works can abort
         dist.barrier()
         dist.destroy_process_group()

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -145,14 +146,25 @@ def test_a_length_that_will_not_fit_is_refused_with_the_estimate(tok):
     model = tiny_model(tok)
     with pytest.raises(MemoryError, match=r'needs about [0-9.]+ GiB'):
         E.evaluate(model, tok, 'niah_single', 2**31, 1, 1, 'cpu')
+    with pytest.raises(MemoryError, match=r'10000000000 examples .* need about [0-9.]+ GiB'):
+        E.evaluate(model, tok, 'niah_single', 128, 10**10, 1, 'cpu')      # all held at once: refused before any is made
 
 
-def save_tiny_run(run_dir, tok, **kw):
+def save_tiny_run(run_dir, tok, config=None, **kw):
     model = tiny_model(tok, **kw)
     os.makedirs(run_dir, exist_ok=True)
     args = dataclasses.asdict(model.config)
-    torch.save({'model': model.state_dict(), 'model_args': args, 'config': {}}, os.path.join(run_dir, 'ckpt.pt'))
+    torch.save({'model': model.state_dict(), 'model_args': args, 'config': config or {}}, os.path.join(run_dir, 'ckpt.pt'))
     tok.save(os.path.join(run_dir, 'tokenizer.json'))
+
+
+def main_here(*args):
+    """eval_lengths.py in this process; -> its one-line refusal, or None when it ran."""
+    try:
+        E.main(list(args))
+    except SystemExit as e:
+        assert isinstance(e.code, str) and len(e.code.splitlines()) == 1, e.code
+        return e.code
 
 
 def run_cli(*args):
@@ -220,6 +232,68 @@ def test_cli_errors_are_one_line(tok, tmp_path, args, words):
     assert len(lines) == 1, out.stderr
     assert all(w in lines[0] for w in words), lines[0]
     assert sorted(os.listdir(run_dir)) == before
+
+
+def test_a_bad_run_among_several_stops_them_all_before_any_is_evaluated(tok, tmp_path):
+    """The second run's tokenizer.json is corrupt: refused before the first is evaluated (none of its
+    work is lost); the advice, a copy of the tokenizer from the run's data_dir, works."""
+    data, a, b = tmp_path / 'data', str(tmp_path / 'a'), str(tmp_path / 'b')
+    data.mkdir()
+    tok.save(str(data / 'tokenizer.json'))
+    save_tiny_run(a, tok)
+    save_tiny_run(b, tok, config={'data_dir': str(data)})
+    with open(os.path.join(b, 'tokenizer.json'), 'w') as f:
+        f.write('{"format": "lengthgen-tok')
+    args = [f'--out_dir={a},{b}', '--tasks=niah_single', '--multiples=1', '--num_samples=2', '--plot=False']
+    msg = main_here(*args)
+    assert f'{b}/tokenizer.json is corrupt' in msg and not os.path.exists(os.path.join(a, 'eval_lengths.json')), msg
+    shutil.copy(*msg.split(': cp ')[1].split())
+    assert main_here(*args) is None
+    assert 'is a file, not a run dir' in main_here(f'--out_dir={data}/tokenizer.json', *args[1:])
+    assert all(os.path.exists(os.path.join(r, 'eval_lengths.json')) for r in (a, b))
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """-> (an empty folder, a function that makes it read-only): a tmpfs remounted read-only when the
+    tests run as root (root writes through permissions), else chmod."""
+    folder, root = tmp_path / 'ro', os.geteuid() == 0
+    folder.mkdir()
+    if root and subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', str(folder)], capture_output=True).returncode:
+        pytest.skip('cannot mount a tmpfs here')
+
+    def make_read_only():
+        if root:
+            subprocess.run(['mount', '-o', 'remount,ro', str(folder)], check=True)
+        else:
+            for d, _, _ in os.walk(folder):
+                os.chmod(d, 0o555)
+    yield folder, make_read_only
+    if root:
+        subprocess.run(['umount', str(folder)], capture_output=True)
+    else:
+        for d, _, _ in os.walk(folder):
+            os.chmod(d, 0o755)
+
+
+def test_a_read_only_run_dir_is_refused_before_any_work(tok, read_only, tmp_path):
+    """eval_lengths.py finds that it cannot write its result before it evaluates anything, and its
+    advice (evaluate a copy) works; train.py refuses a read-only out_dir before writing anything."""
+    folder, make_read_only = read_only
+    run = str(folder / 'run')
+    save_tiny_run(run, tok)
+    make_read_only()
+    args = ['--tasks=niah_single', '--multiples=1', '--num_samples=2', '--plot=False']
+    msg = main_here(f'--out_dir={run}', *args)
+    assert msg.startswith(f'cannot write eval_lengths.json to {run}/eval_lengths.json: ') and 'nothing was evaluated' in msg
+    assert 'read-only file system' in msg or 'permission denied' in msg, msg
+    copy = shutil.copytree(run, tmp_path / 'copy')
+    assert main_here(f'--out_dir={copy}', *args) is None and os.path.exists(os.path.join(copy, 'eval_lengths.json'))
+    out = subprocess.run([sys.executable, 'train.py', 'config/vpad.py', f'--out_dir={folder}/new',
+                          f'--data_dir={tmp_path}/data'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
+    assert out.stderr.strip().startswith(f'cannot write the lock file to {folder}/new/owner.lock: ')
+    assert not os.path.exists(f'{tmp_path}/data')
 
 
 class Lookup(torch.nn.Module):

@@ -1,0 +1,287 @@
+"""
+Run-dir I/O in one place, for train.py, eval_lengths.py and ablate.py: the device, atomic writes
+and checkpoints, the lock that lets one process at a time own a run dir, the link that ends a
+trainer with the ablate.py that started it, and the one-line endings of an interruption or a disk
+error, which say where the run stands and the command that continues it.
+"""
+
+import atexit
+import contextlib
+import ctypes
+import errno
+import fcntl
+import io
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+import torch
+
+LOCK = 'owner.lock'   # in a run dir (or a corpus being generated) while a process owns it: "<pid> <host>"
+HELD = set()          # this process's DirLocks, released at exit
+
+
+def pick_device(device):
+    """'auto' -> 'cuda' or 'cpu'; anything unusable is a one-line error."""
+    if device == 'auto':
+        return 'cuda' if torch.cuda.is_available() else 'cpu'
+    if device != 'cpu' and not device.startswith('cuda'):
+        raise SystemExit(f"config error: device={device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise SystemExit(f"config error: device={device!r} but this machine has no CUDA GPU: use --device=cpu or auto")
+    return device
+
+
+def first_line(e):
+    return (str(e).strip().splitlines() or [''])[0][:200]
+
+
+# -----------------------------------------------------------------------------
+# writes that leave the old file or the new one, and disk errors as one line
+
+def write_atomic(path, data):
+    """Write bytes to a temp file beside `path`, flush them to disk, then rename: a crash leaves the
+    old file or the new one. Any error (a full disk, a signal) removes the temp file; its name
+    carries the pid, so two processes caching one file never rename each other's."""
+    tmp = f'{path}.{os.getpid()}.tmp'
+    try:
+        with open(tmp, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def append_line(path, line):
+    """Append one line; on an error cut the file back, so a full disk leaves no torn line."""
+    with open(path, 'a') as f:
+        size = f.tell()
+        try:
+            f.write(line + '\n')
+            f.flush()
+        except OSError:
+            with contextlib.suppress(OSError):
+                f.truncate(size)
+            raise
+
+
+def save_checkpoint(state, path):
+    """torch.save into memory, then write_atomic: a full disk is then a plain OSError (ENOSPC),
+    not torch's '[enforce fail at inline_container.cc] unexpected pos' from inside its zip writer."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_atomic(path, buf.getbuffer())
+
+
+def load_checkpoint(path, fix):
+    """The checkpoint at path (tensors on the CPU); one line naming it and `fix` if it is unreadable."""
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}: {first_line(e)}); {fix}") from None
+
+
+# errno -> (what went wrong, what to do about it)
+DISK = {errno.ENOSPC: ('no space left on the device', 'free some space'),
+        errno.EDQUOT: ('disk quota exceeded', 'free some space'),
+        errno.EROFS: ('read-only file system', 'make {dir} writable'),
+        errno.EACCES: ('permission denied', 'make {dir} writable'),
+        errno.EPERM: ('permission denied', 'make {dir} writable')}
+
+
+@contextlib.contextmanager
+def writing(path, what, then):
+    """An OSError inside becomes one line: what was being written to where, why, what to do, and
+    `then` (a string, or a function giving one at that moment: where the run stands and how to go
+    on). The temp files of write_atomic are gone by then."""
+    try:
+        yield
+    except OSError as e:
+        why, fix = DISK.get(e.errno, (e.strerror or type(e).__name__, 'fix that'))
+        # the folder to fix: the one a refused open or mkdir names (a parent, for a run dir not made yet)
+        folder = os.path.dirname(e.filename if isinstance(e.filename, str) else path) or '.'
+        then = then() if callable(then) else then
+        raise SystemExit(f"cannot write {what} to {path}: {why}; {fix.format(dir=folder)}"
+                         + (f", then {then}" if then else '')) from None
+
+
+def check_writable(folder, what, then):
+    """Create and remove a file in `folder` (or, until it exists, in the folder it will be made
+    in): a read-only mount or a permission shows up before any work is spent, not when the result
+    is written."""
+    near = folder
+    while near and not os.path.isdir(near):
+        near = os.path.dirname(near)
+    probe = os.path.join(near or '.', f'.write_check.{os.getpid()}.tmp')
+    with writing(os.path.join(folder, what), what, then):
+        with open(probe, 'wb'):
+            pass
+        os.remove(probe)
+
+
+# -----------------------------------------------------------------------------
+# one process per run dir
+
+class Held(Exception):
+    """The run dir is owned by another live process: str() is 'process <pid>', pid its pid."""
+
+    def __init__(self, owner):
+        self.pid = owner[0] if owner else '?'
+        super().__init__(f"process {self.pid}" + (f" on {owner[1]}" if owner and owner[1] != socket.gethostname() else ''))
+
+
+def _owner(fd):
+    """(pid, host) from a lock file's text, or None for an empty one."""
+    text = os.pread(fd, 200, 0).decode(errors='replace').split()
+    return (text + [''])[:2] if text else None
+
+
+def _claim(fd):
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+
+
+def _same_file(fd, path):
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+class DirLock:
+    """Owns a run dir while this process lives: an flock on <run dir>/owner.lock, which holds the
+    owner's pid. The kernel drops an flock when its process ends, however it ends, so the lock file
+    a killed process leaves behind is stale and is taken over with a note. A trainer started by
+    ablate.py is handed ablate.py's lock (child) instead of taking its own: the lock then lasts
+    until both have ended, so a rerun never starts a second trainer beside one still stopping.
+    Raises Held when a live process owns the dir."""
+
+    def __init__(self, run_dir, note=print):
+        self.path, self.fd, self.owned = os.path.join(run_dir, LOCK), None, True
+        handed = os.environ.pop('RUNDIR_LOCK_FD', None)
+        if handed and _same_file(int(handed), self.path):
+            self.fd, self.owned = int(handed), False         # ablate.py unlinks it once this process ends
+            _claim(self.fd)
+            HELD.add(self)
+            return
+        self.made = not os.path.isdir(run_dir)
+        os.makedirs(run_dir, exist_ok=True)
+        while self.fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = _owner(fd)
+                os.close(fd)
+                raise Held(owner) from None
+            except OSError as e:    # a file system without flock (some cluster mounts): go on unlocked, and say so
+                os.close(fd)
+                note(f"note: cannot lock {self.path} ({e.strerror}): nothing stops a second process in this run dir")
+                self.owned = False
+                return
+            if _same_file(fd, self.path):
+                self.fd = fd
+            else:                   # its last owner unlinked it between our open and our flock: lock the new one
+                os.close(fd)
+        stale = _owner(self.fd)
+        if stale:
+            note(f"took over {self.path} from process {stale[0]}, which ended without releasing it")
+        for name in os.listdir(run_dir):    # temp files of a process killed mid-write: only an owner writes here
+            if name.endswith('.tmp'):
+                os.remove(os.path.join(run_dir, name))
+        _claim(self.fd)
+        HELD.add(self)
+
+    def child(self):
+        """Popen's arguments (env entries, pass_fds) that hand this lock to a child and tie the
+        child's life to this process (die_with_parent)."""
+        env = {'RUNDIR_PARENT_PID': str(os.getpid())}
+        if self.fd is None:
+            return env, ()
+        return env | {'RUNDIR_LOCK_FD': str(self.fd)}, (self.fd,)
+
+    def release(self):
+        if self.fd is None:
+            return
+        if self.owned:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+            if self.made:           # a refused run leaves no empty run dir behind
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(self.path))
+        os.close(self.fd)
+        self.fd = None
+        HELD.discard(self)
+
+
+@atexit.register
+def release_all():
+    for lock in list(HELD):
+        lock.release()
+
+
+def make_once(folder, done, make, note=print):
+    """make() unless done(), one process at a time: a second process that finds `folder` locked
+    (two grids, or two runs, generating one corpus) waits for the first, then finds it done."""
+    lock, waited = None, False
+    while lock is None:
+        try:
+            lock = DirLock(folder, note)
+        except Held as e:
+            if not waited:
+                note(f"waiting for {e}, which is writing {folder}")
+            waited = True
+            time.sleep(2)
+    try:
+        if not done():
+            make()
+    finally:
+        lock.release()
+
+
+# -----------------------------------------------------------------------------
+# signals: a trainer ends with its ablate.py; SIGINT and SIGTERM end a script with one line
+
+def die_with_parent():
+    """In a trainer that ablate.py started (RUNDIR_PARENT_PID): end when ablate.py ends, SIGKILL
+    included, which ablate.py cannot pass on. On Linux the kernel sends SIGTERM when the parent
+    dies (prctl PR_SET_PDEATHSIG); elsewhere a thread watches the parent pid."""
+    parent = int(os.environ.pop('RUNDIR_PARENT_PID', 0))
+    if not parent:
+        return
+    try:
+        ok = ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM) == 0   # 1 = PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        ok = False
+    if not ok:
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:      # it ended before the link was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def exit_on_signals(standing):
+    """SIGINT (Ctrl-C) and SIGTERM end the script with exit code 128 + the signal (130, 143) and
+    one line on stderr, standing(): where the run stands and the command that continues it (None:
+    say nothing). No traceback; finally blocks and atexit still run, so temp files go and locks
+    are released."""
+    def handler(signum, frame):
+        for s in (signal.SIGINT, signal.SIGTERM):     # a second Ctrl-C must not cut the cleanup short
+            signal.signal(s, signal.SIG_IGN)
+        line = standing()
+        if line:
+            print(f"{signal.Signals(signum).name}: {line}", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, handler)
