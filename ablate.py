@@ -153,6 +153,9 @@ def plan(cfg, passed, selected, train_settings):
         fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
     if cfg['workers'] < 1 or cfg['num_samples'] < 1:
         fail("workers and num_samples must be positive")
+    for k in ('out_dir', 'results_dir'):
+        if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
+            fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
     try:
         mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
     except ValueError as e:
@@ -253,18 +256,27 @@ def last_progress(run):
 
 
 def prepare_data(runs):
-    """Generate each corpus once, here, before the runs start: parallel runs would race to write it."""
+    """Generate each corpus once, here, before the runs start: parallel runs would race to write it
+    (and another ablate.py generating it is waited for)."""
     for run in runs:
         c = run['cfg']
-        if run['selected'] and run['state'] != 'done' and not os.path.exists(os.path.join(c['data_dir'], 'meta.json')):
+        meta = os.path.join(c['data_dir'], 'meta.json')
+
+        def generate():
             print(f"generating {c['data_dir']} ({c['tasks']}, {c['num_tokens']:,} tokens)")
             sample_data.prepare(c['data_dir'], c['block_size'], c['num_tokens'], tasks=c['tasks'],
                                 data_seed=c['data_seed'], tokenizer=c['tokenizer'], min_doc_len=c['min_doc_len'])
+        if run['selected'] and run['state'] != 'done' and not os.path.exists(meta):
+            with rundir.writing(c['data_dir'], 'the corpus', "rerun this command (or point data_dir elsewhere)"):
+                rundir.make_once(c['data_dir'], lambda: os.path.exists(meta), generate)
 
 
-def train_grid(runs, workers):
+def train_grid(runs, workers, then):
     """Train the pending runs, `workers` at a time, each a train.py subprocess writing train.log in
-    its run dir. -> the runs that failed."""
+    its run dir. Each run dir is locked while its trainer runs, and the trainer is handed the lock:
+    a run another process holds (a second ablate.py, a train.py) is skipped. The trainers end with
+    this process: stopped here if it is interrupted, and by their parent-death signal if it is
+    killed. then: how to go on after a disk error. -> the runs that failed."""
     # seed by seed across the arms: a grid cut short leaves every arm with as many finished seeds
     seed_order = list(dict.fromkeys(r['seed'] for r in runs))
     pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'),
@@ -276,39 +288,79 @@ def train_grid(runs, workers):
     n_runs = sum(r['selected'] for r in runs)
     print(f"grid: {n_runs} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
           f"({threads} thread(s) each)")
-    while pending or running:
-        while pending and len(running) < workers:
-            run = pending.pop(0)
-            os.makedirs(run['dir'], exist_ok=True)
-            log = open(os.path.join(run['dir'], 'train.log'), 'a')
-            cmd = command(run, run['state'] == 'partial')
-            log.write(f"$ {shlex.join(cmd)}\n")
-            log.flush()
-            run['proc'], run['log'], run['t0'] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time()
-            print(f"[{run['arm']} seed {run['seed']}] {'resuming' if run['state'] == 'partial' else 'starting'} "
-                  f"-> {run['dir']}/train.log")
-            running.append(run)
-        time.sleep(0.5)
-        for run in [r for r in running if r['proc'].poll() is not None]:
-            running.remove(run)
-            run['log'].close()
-            minutes = (time.time() - run['t0']) / 60
-            if run['proc'].returncode == 0 and state(run) == 'done':
-                n_done += 1
-                run['state'] = 'done'
-                print(f"[{run['arm']} seed {run['seed']}] done in {minutes:.1f} min")
-            else:
-                failed.append(run)
-                with open(os.path.join(run['dir'], 'train.log')) as f:
-                    tail = f.read().strip().splitlines()[-1:]
-                print(f"[{run['arm']} seed {run['seed']}] FAILED after {minutes:.1f} min: {' '.join(tail)}")
-            elapsed = (time.time() - t0) / 60
-            print(f"grid: {n_done}/{n_runs} done, {len(running)} running, {len(pending)} waiting, "
-                  f"{len(failed)} failed; {elapsed:.1f} min so far")
-        if running and time.time() - last_status > 60:
-            last_status = time.time()
-            print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r in running))
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                run = pending.pop(0)
+                if start(run, env, then):
+                    running.append(run)
+                elif run['state'] == 'done':
+                    n_done += 1
+            time.sleep(0.5)
+            for run in [r for r in running if r['proc'].poll() is not None]:
+                running.remove(run)
+                run['log'].close()
+                run['lock'].release()
+                minutes = (time.time() - run['t0']) / 60
+                if run['proc'].returncode == 0 and state(run) == 'done':
+                    n_done += 1
+                    run['state'] = 'done'
+                    print(f"[{run['arm']} seed {run['seed']}] done in {minutes:.1f} min")
+                else:
+                    failed.append(run)
+                    with open(os.path.join(run['dir'], 'train.log')) as f:
+                        tail = f.read().strip().splitlines()[-1:]
+                    print(f"[{run['arm']} seed {run['seed']}] FAILED after {minutes:.1f} min: {' '.join(tail)}")
+                elapsed = (time.time() - t0) / 60
+                print(f"grid: {n_done}/{n_runs} done, {len(running)} running, {len(pending)} waiting, "
+                      f"{len(failed)} failed; {elapsed:.1f} min so far")
+            if running and time.time() - last_status > 60:
+                last_status = time.time()
+                print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r in running))
+    finally:
+        stop(running)
     return failed
+
+
+def start(run, env, then):
+    """Start a run's trainer unless another process holds its dir, or finished it since the grid
+    was planned. -> whether it started."""
+    tag = f"[{run['arm']} seed {run['seed']}]"
+    with rundir.writing(os.path.join(run['dir'], rundir.LOCK), 'the lock file', then):
+        try:
+            lock = rundir.DirLock(run['dir'])
+        except rundir.Held as e:
+            print(f"{tag} skipped: {run['dir']} is in use by {e}; rerun this command once it has ended")
+            return False
+    run['state'] = state(run)
+    if run['state'] == 'done':
+        lock.release()
+        print(f"{tag} finished meanwhile by another process")
+        return False
+    cmd = command(run, run['state'] == 'partial')
+    handed, fds = lock.child()
+    with rundir.writing(os.path.join(run['dir'], 'train.log'), 'the train log', then):
+        log = open(os.path.join(run['dir'], 'train.log'), 'a')
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+    run['proc'] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
+    run['log'], run['lock'], run['t0'] = log, lock, time.time()
+    print(f"{tag} {'resuming' if run['state'] == 'partial' else 'starting'} -> {run['dir']}/train.log")
+    return True
+
+
+def stop(running):
+    """End the trainers still running when this process is interrupted: SIGTERM, which each
+    answers by exiting with its last checkpoint intact (SIGKILL after a minute)."""
+    for run in running:
+        run['proc'].terminate()
+    for run in running:
+        try:
+            run['proc'].wait(60)
+        except subprocess.TimeoutExpired:
+            run['proc'].kill()
+            run['proc'].wait()
+        run['lock'].release()
 
 
 # -----------------------------------------------------------------------------
@@ -360,7 +412,8 @@ def train_job(fresh, resumed, run_dir, threads):
     run_dir = os.path.join(root, run_dir)
     cmd = resumed if os.path.exists(os.path.join(run_dir, 'ckpt.pt')) else fresh
     os.makedirs(run_dir, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1',
+               RUNDIR_PARENT_PID=str(os.getpid()))            # the trainer ends with its job (rundir.die_with_parent)
     with open(os.path.join(run_dir, 'train.log'), 'a') as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
@@ -430,7 +483,7 @@ def record_job(run, kind, job, cfg):
     os.makedirs(run['dir'], exist_ok=True)
     info = {'job_id': job.job_id, 'launcher': cfg['launcher'], 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
             'folder': str(job.paths.folder)}
-    sample_data.write_atomic(os.path.join(run['dir'], JOB_FILE[kind]), json.dumps(info, indent=1).encode())
+    rundir.write_atomic(os.path.join(run['dir'], JOB_FILE[kind]), json.dumps(info, indent=1).encode())
 
 
 def recorded_job(run, kind):
@@ -582,7 +635,8 @@ def cached(run, name, key, compute):
     if compute is None:
         return None
     record = compute()
-    sample_data.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
+    with rundir.writing(path, f"the cached {name}", "rerun this command"):
+        rundir.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
     return record
 
 
@@ -1097,6 +1151,40 @@ def plot(results, curves, out):
                                  'training step', 'accuracy (mean over seeds)', log2=False)
 
 
+def grid_of(argv):
+    """The arguments that say what a grid is: argv without how it is scheduled or where its summary goes."""
+    return [a for a in argv if a[2:].split('=', 1)[0] not in SCHEDULING | {'results_dir'}]
+
+
+def summary_dir(cfg, argv):
+    """Where results.* go. A study config's results_dir holds the committed summary of that config's
+    own grid: a grid with any override of what it is (seeds, a train.py setting, out_dir, another
+    config file) sends its summary to out_dir instead. A summary that another grid wrote is never
+    replaced: refused here, before any run starts."""
+    grid, out = grid_of(argv), cfg['results_dir'] or cfg['out_dir']
+    if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
+        print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['out_dir']}, "
+              f"not {cfg['results_dir']}")
+        out = cfg['out_dir']
+    path = os.path.join(out, 'results.json')
+    if os.path.normpath(out) != os.path.normpath(cfg['out_dir']) and os.path.isfile(path):
+        with open(path) as f:
+            command = json.load(f).get('command', '')
+        if grid_of(shlex.split(command)[2:]) != grid:
+            raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
+                             f"its own place, e.g. --results_dir={cfg['out_dir']}")
+    return out
+
+
+def where_grid_stands(runs, argv):
+    """The line an interrupted ablate.py ends with: how far the grid got, and the command that goes on."""
+    selected = [r for r in runs if r['selected']]
+    done = sum(r.get('state') == 'done' for r in selected)
+    stopped = sum('proc' in r and r['proc'].poll() is None for r in selected)
+    return (f"{done} of {len(selected)} runs finished" + (f", {stopped} stopping at their last checkpoint" if stopped else '')
+            + f"; resume with: {shlex.join(['python', 'ablate.py', *argv])}")
+
+
 def main(argv):
     study = {k: v for k, v in globals().items() if k in ('arms', 'common')}
     settings = settings_of(globals()) | study
@@ -1105,6 +1193,10 @@ def main(argv):
     cfg = configure(settings, own)
     extra = check_launcher(cfg)
     runs = plan(cfg, passed, selected, train_settings)
+    out = summary_dir(cfg, argv)
+    rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
+    rundir.check_writable(out, 'results.json', rerun)
+    rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run['state'] = state(run)
     check_sources(runs)
@@ -1116,7 +1208,7 @@ def main(argv):
         for run in pending:
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
-        failed = train_grid(runs, cfg['workers'])
+        failed = train_grid(runs, cfg['workers'], rerun)
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
     mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
@@ -1132,13 +1224,13 @@ def main(argv):
             run['state'] = 'evaluating'          # no cached eval yet: summarized once its eval job has written it
     find_fit(runs, cfg['fit_accuracy'])
     results = summarize(runs, cfg, argv)
-    out = cfg['results_dir'] or cfg['out_dir']
-    os.makedirs(out, exist_ok=True)
-    sample_data.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
     table = format_markdown(results)
-    sample_data.write_atomic(os.path.join(out, 'results.md'), table.encode())
-    print('\n' + table)
-    plot(results, step_curves(runs), out)
+    with rundir.writing(out, 'the summary', rerun):
+        os.makedirs(out, exist_ok=True)
+        rundir.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
+        rundir.write_atomic(os.path.join(out, 'results.md'), table.encode())
+        print('\n' + table)
+        plot(results, step_curves(runs), out)
     print(f"wrote {out}/results.json and results.md")
     if queued:
         print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import ablate as abl           # the module; ablate() below runs the script
+import rundir
 import train
 from ablate import main as ablate_main
 from configurator import configure, settings_of
@@ -22,10 +23,10 @@ TINY = dict(n_layer=2, n_head=2, n_embd=32, window=32, nope_every=2, batch_size=
 
 
 def study(tmp_path, name='study.py', **extra):
-    """A tiny study config: two arms on config/vpad.py with tiny overrides, data in tmp_path (no
+    """A tiny study config: two arms on config/niah_128.py with tiny overrides, data in tmp_path (no
     dropout arm: its kernel's compile would double the time of these runs; train.py's tests cover it)."""
     common = dict(TINY, data_dir=str(tmp_path / 'data'))
-    text = (f"base_config = 'config/vpad.py'\n"
+    text = (f"base_config = 'config/niah_128.py'\n"
             f"arms = {{'none': {{'dropout_site': 'none'}}, 'wd': {{'dropout_site': 'none', 'weight_decay': 0.1}}}}\n"
             f"common = {common!r}\n"
             f"seeds = '1,2'\n"
@@ -38,6 +39,17 @@ def study(tmp_path, name='study.py', **extra):
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def in_process_runs_leave_no_trace():
+    """ablate.py run in this process (refused(), ablate_here()) sets SIGINT / SIGTERM handlers and
+    may hold run dirs, as in a process of its own: both are given back after each test."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    rundir.release_all()
+    for s, h in handlers.items():
+        signal.signal(s, h)
 
 
 def ablate(*args, check=True):
@@ -114,27 +126,92 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
     assert mtimes(grid) == before
 
 
-def test_killed_grid_resumes_and_keeps_finished_runs(tmp_path):
+def alive(pid):
+    """A process that has not ended (a zombie, ended but not yet reaped, counts as ended)."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path):
+    """SIGINT to ablate.py alone: it stops its trainer (which notes where it stopped in its train.log)
+    and ends with one line and exit code 130. SIGKILL to ablate.py alone: its trainer ends too, by
+    its parent-death signal. Either way no trainer outlives it, and a rerun keeps the finished run
+    and resumes the other with each eval logged once."""
     cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1,2')
-    grid = tmp_path / 'grid'
-    args = [cfg, '--max_iters=100', '--eval_interval=4', '--multiples=1', '--extrap_multiple=1']
-    proc = subprocess.Popen([sys.executable, 'ablate.py', *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    log2 = grid / 'none' / 'seed2' / 'log.jsonl'
-    deadline = time.time() + 300
-    while time.time() < deadline and not (log2.exists() and log2.read_text().count('\n') >= 3):
-        time.sleep(0.05)                                    # seed 1 finished, seed 2 under way
-    os.killpg(proc.pid, signal.SIGKILL)
+    grid, run2 = tmp_path / 'grid', tmp_path / 'grid' / 'none' / 'seed2'
+    args = [cfg, '--max_iters=40', '--eval_interval=4', '--multiples=1', '--extrap_multiple=1']
+
+    def start_and_wait(records):
+        proc = subprocess.Popen([sys.executable, 'ablate.py', *args], cwd=ROOT, stdout=open(tmp_path / 'out', 'w'),
+                                stderr=open(tmp_path / 'err', 'w'))
+        log2, deadline = run2 / 'log.jsonl', time.time() + 300
+        while not (log2.exists() and log2.read_text().count('\n') >= records):    # seed 1 finished, seed 2 under way
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / 'out').read_text()[-3000:]
+            time.sleep(0.05)
+        return proc, int((run2 / rundir.LOCK).read_text().split()[0])   # the trainer holds the run dir
+    proc, trainer = start_and_wait(3)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    stderr = (tmp_path / 'err').read_text()
+    assert proc.returncode == 130 and 'Traceback' not in stderr, stderr      # (before it: the corpus's progress bars)
+    assert stderr.strip().splitlines()[-1] == (
+        f"SIGINT: 1 of 2 runs finished, 1 stopping at their last checkpoint; resume with: python ablate.py {' '.join(args)}")
+    assert not alive(trainer) and 'SIGTERM: stopped at iter' in (run2 / 'train.log').read_text()
+    proc, trainer = start_and_wait(len((run2 / 'log.jsonl').read_text().splitlines()) + 2)
+    proc.kill()
     proc.wait()
-    it = torch.load(grid / 'none' / 'seed2' / 'ckpt.pt', weights_only=True)['iter_num']
-    assert 0 < it < 100, "the run was not killed mid-way"
+    deadline = time.time() + 60
+    while alive(trainer) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not alive(trainer), "the trainer outlived its ablate.py"
+    it = torch.load(run2 / 'ckpt.pt', weights_only=True)['iter_num']
+    assert 0 < it < 40, "the run was not killed mid-way"
     seed1 = mtimes(grid / 'none' / 'seed1')
     out = ablate(*args)
     assert '1 finished, 1 to train' in out.stdout and 'resuming' in out.stdout
     assert mtimes(grid / 'none' / 'seed1') == seed1                      # not retrained
     log = [json.loads(line) for line in open(grid / 'none' / 'seed2' / 'log.jsonl')]
-    assert [r['iter'] for r in log] == list(range(0, 101, 4))             # each eval once, none lost
+    assert [r['iter'] for r in log] == list(range(0, 41, 4))             # each eval once, none lost
     assert 'resumed from' in open(grid / 'none' / 'seed2' / 'train.log').read()
+
+
+def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
+    """A committed summary (results_dir) changes only when its study config's own grid is rerun: a
+    smaller grid's summary goes to its out_dir, and a results_dir named for it is refused; the
+    refusal's advice works."""
+    results = tmp_path / 'results'
+    cfg = study(tmp_path, results_dir=str(results))
+    ablate_here(cfg, '--dry_run')                                       # the study's own grid (nothing trained)
+    committed = {f: (results / f).read_bytes() for f in os.listdir(results)}
+    small = tmp_path / 'small'
+    ablate_here(cfg, '--dry_run', '--seeds=1', '--max_iters=3', f'--out_dir={small}')
+    assert f"its summary goes to {small}, not {results}" in capsys.readouterr().out
+    assert (small / 'results.json').exists()
+    msg = refused(cfg, '--dry_run', '--seeds=1', f'--results_dir={results}')
+    assert f"{results}/results.json summarizes another grid (`python ablate.py {cfg}`)" in msg, msg
+    assert {f: (results / f).read_bytes() for f in os.listdir(results)} == committed
+    ablate_here(cfg, '--dry_run', '--seeds=1', msg.split('e.g. ')[1])     # the advice: a place of its own
+    assert '--seeds=1' in json.load(open(tmp_path / 'grid' / 'results.json'))['command']
+    ablate_here(cfg, '--dry_run', '--workers=2')                        # how it is run does not make another grid
+    assert json.load(open(results / 'results.json'))['command'] == f'python ablate.py {cfg}'
+    assert 'is a file' in refused(cfg, f'--out_dir={cfg}')
+
+
+def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
+    """As when a second ablate.py (or a train.py) works on the same out_dir: the run it holds is
+    not trained here, and the line says who holds it."""
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1')
+    run_dir = str(tmp_path / 'grid' / 'none' / 'seed1')
+    held = rundir.DirLock(run_dir)
+    with pytest.raises(SystemExit) as e:
+        ablate_here(cfg)
+    assert e.value.code == 1                                            # the run is not finished
+    assert f"skipped: {run_dir} is in use by process {os.getpid()}" in capsys.readouterr().out
+    assert os.listdir(run_dir) == [rundir.LOCK]
+    held.release()
 
 
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
@@ -485,7 +562,7 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path):
         assert (grid / 'submitit' / f"{info['job_id']}_0_result.pkl").exists()          # each job's function returned
     # the job ran the local path's command, into the run's own train.log
     log = open(grid / 'wd' / 'seed2' / 'train.log').read()
-    assert log.startswith(f'$ {sys.executable} train.py config/vpad.py') and '--seed=2' in log.splitlines()[0]
+    assert log.startswith(f'$ {sys.executable} train.py config/niah_128.py') and '--seed=2' in log.splitlines()[0]
     # the eval jobs wrote each run's cached eval, which the summary read
     rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
     assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
@@ -540,7 +617,7 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     with open(grid / 'submitit' / '4242_2_submitted.pkl', 'rb') as f:
         fresh, resumed, run_dir, threads = pickle.load(f).args
     assert run_dir == str(grid / 'none' / 'seed2') and threads == 4
-    assert fresh[1:3] == ['train.py', 'config/vpad.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
+    assert fresh[1:3] == ['train.py', 'config/niah_128.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
     capsys.readouterr()
     # sacct: two still queued or running, one failed, one preempted: only those two go again, as one new array
     (fake / 'sacct').write_text('JobID|State|NodeList\n4242_0|RUNNING|n1\n4242_1|PENDING|None assigned\n'
