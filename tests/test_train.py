@@ -424,8 +424,10 @@ def test_a_second_process_on_a_run_dir_is_refused_naming_the_first(data_dir, tmp
     holder = rundir.DirLock(out_dir)                         # as a train.py or ablate.py running there
     refused(args, f'{out_dir} is in use by process {os.getpid()}', f'kill {os.getpid()}')
     assert os.listdir(out_dir) == [rundir.LOCK]
-    holder.release()
+    holder.release()                                        # the advice: once it has ended, rerun
     assert not os.path.exists(out_dir)
+    train_here(args)
+    assert [r['iter'] for r in log(out_dir)] == [0, 2] and rundir.LOCK not in os.listdir(out_dir)
 
 
 def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, tmp_path):
