@@ -322,9 +322,12 @@ def ssd_scan_sequential(x, dt, A, B, C):
 def prefix_sums(v, ones):
     """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
     last dim, inclusive (ones.triu()), exclusive (ones.triu(1)) or from the end (ones.tril()). Under
-    TF32 (train.py turns it on for GPUs) a product rounds v to 10 bits; the bf16 part of v is exact
-    in TF32, so v goes in as that part plus the rest and only the rest, 2^-9 of v, is rounded."""
-    hi = v.to(torch.bfloat16).to(v.dtype)
+    TF32 (train.py turns it on for GPUs) a product rounds fp32 v to 11 significant bits. The top 16
+    bits of v are exact in TF32, so v goes in as those plus the rest, and only the rest, < 2^-7 of v,
+    is rounded. (A bf16 round trip gives the same split eagerly, but a compiled graph drops it.)"""
+    if v.dtype != torch.float32:
+        return v @ ones
+    hi = (v.view(torch.int32) & -65536).view(torch.float32)        # sign, exponent, 7 mantissa bits
     return hi @ ones + (v - hi) @ ones
 
 @compiled
