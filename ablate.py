@@ -100,6 +100,10 @@ from model import dropout_mismatch  # noqa: E402
 SCHEDULING = {'arms', 'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partition', 'slurm_gpus_per_run',
               'slurm_cpus_per_run', 'slurm_time_min', 'slurm_mem_gb', 'slurm_extra'}
 
+# train.py keys added after the first runs, at the value that does what the runs before them did
+BEFORE_THE_KEY = {'data_seed': 1337, 'eval_tasks': '', 'min_doc_len': 0, 'nope_first': False, 'short_conv': 0,
+                  'fit_accuracy': 0.95, 'steps_after_fit': 0}
+
 # settings that change how a run is executed or logged, not what it learns: a rerun may change them
 NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
                'eval_iters', 'eval_tasks', 'eval_multiples', 'final_multiples', 'eval_samples', 'eval_batch_size'}
@@ -206,8 +210,8 @@ def state(run):
         return 'new'
     ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
     saved, wanted = ckpt['config'], run['cfg']
-    # a key the checkpoint lacks came to train.py after the run: its default is what the run did
-    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k, getattr(train, k, None)) != wanted[k]]
+    # a key the checkpoint lacks came to train.py after the run: the run did what it meant when it came
+    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k, BEFORE_THE_KEY.get(k)) != wanted[k]]
     if differ and not run['selected']:
         return 'other'
     if differ:

@@ -9,11 +9,13 @@ tasks = 'niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,json_kv'
 num_tokens = 500_000_000
 block_size = 4096
 loss_on = 'answers'
+min_doc_len = 0
 n_layer = 12
 n_head = 12
 n_embd = 768
 window = 1024
 nope_every = 4
+short_conv = 0                    # train.py's defaults are the CPU main run's; this run keeps its own
 dropout = 0.1
 dropout_site = 'vpad'
 weight_decay = 0.0
@@ -21,6 +23,7 @@ batch_size = 8                    # bench.py --only=saved: ~0.19 GiB per layer p
 gradient_accumulation_steps = 8   # 8 x 8 x 4096 = 262K tokens per step, whatever the GPU count
 learning_rate = 6e-4
 max_iters = 20000
+steps_after_fit = 0
 lr_decay_iters = 20000
 warmup_iters = 500
 min_lr = 6e-5

@@ -8,6 +8,7 @@ tasks = 'niah_single'
 num_tokens = 10_000_000   # about what the run reads (2500 x 32 x 128 = 10.2M tokens, rows drawn at random)
 block_size = 128          # short enough to learn retrieval in minutes on a CPU; evaluated up to 64x = 8192
 loss_on = 'answers'       # loss on the value tokens only, as Zoology's MQAR: every step is ~32 retrievals
+min_doc_len = 0
 
 # RoPE layers see a sliding window, every 2nd layer is global and has no position encoding (NoPE),
 # so no layer meets a position or distance at 64x that it never met in training: the pattern of
@@ -19,6 +20,7 @@ n_head = 4
 n_embd = 128
 window = 64
 nope_every = 2
+short_conv = 0            # train.py's defaults are the mqar run's: this run keeps its own
 
 dropout = 0.1
 dropout_site = 'vpad'
@@ -27,6 +29,7 @@ weight_decay = 0.0        # the paper: weight decay speeds up the loss of length
 batch_size = 32
 learning_rate = 2e-3      # in 1000-step trials 2e-3 learned retrieval sooner than 1e-3
 max_iters = 2500
+steps_after_fit = 0       # always the full 2500 steps
 warmup_iters = 100
 min_lr = 1e-4
 eval_interval = 250

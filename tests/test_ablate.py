@@ -399,13 +399,14 @@ def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     assert abl.state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
 
 
-def test_state_reads_a_key_older_checkpoints_lack_as_its_default(tmp_path):
-    # a run trained before train.py had a key did what its default does; any other value is another run
+def test_state_reads_a_key_older_checkpoints_lack_as_the_value_before_it_came(tmp_path):
+    # a run trained before train.py had short_conv ran without it (0), whatever train.py's default is now (3)
+    assert train.short_conv != abl.BEFORE_THE_KEY['short_conv'] == 0
     torch.save({'config': {'max_iters': 100}, 'iter_num': 100}, tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': 100}])
-    assert abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'dropout': train.dropout}, 'selected': True}) == 'done'
+    assert abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'short_conv': 0}, 'selected': True}) == 'done'
     with pytest.raises(SystemExit, match='other settings'):
-        abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'dropout': train.dropout + 0.1}, 'selected': True})
+        abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'short_conv': train.short_conv}, 'selected': True})
 
 
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
