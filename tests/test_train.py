@@ -1,17 +1,22 @@
+import contextlib
 import errno
+import io
 import json
 import os
 import runpy
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 import torch
 
+import eval_lengths
 import rundir
 import sample_data
 import train
@@ -29,15 +34,24 @@ def data_dir(tmp_path_factory):
     return d
 
 
+DONE = ['--max_iters=2', '--eval_interval=2', '--dropout_site=none']
+
+
+@pytest.fixture(scope='module')
+def done_run(data_dir, tmp_path_factory):
+    """A finished 2-step run on the fixture's data (config/niah_128.py, TINY, DONE), shared: a test
+    that changes it works on a copy."""
+    out_dir = str(tmp_path_factory.mktemp('done') / 'run')
+    with contextlib.redirect_stdout(io.StringIO()):
+        train_here(['config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}'])
+    return out_dir
+
+
 @pytest.fixture(autouse=True)
 def in_process_runs_leave_no_trace():
-    """train.py run in this process (refused(), train_here()) takes its run dir's lock and sets
-    SIGINT / SIGTERM handlers, as in a process of its own: both are given back after each test."""
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    """A test that takes a run dir's lock itself (rundir.DirLock) gives it back."""
     yield
     rundir.release_all()
-    for s, h in handlers.items():
-        signal.signal(s, h)
 
 
 def on(data_dir):
@@ -45,12 +59,56 @@ def on(data_dir):
     return [f'--data_dir={data_dir}', '--num_tokens=20000']
 
 
-def run(*args, module=('train.py',), check=True, env=None):
-    out = subprocess.run([sys.executable, *module, *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600, env=env)
+def train_here(args):
+    """`python train.py *args`, run in this process: a subprocess costs ~3 s of imports and compiles
+    the dropout kernels again. Its run dir's lock and its SIGINT / SIGTERM handlers are given back
+    as at the end of a process of its own."""
+    argv, cwd, held = sys.argv, os.getcwd(), set(rundir.HELD)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    sys.argv = ['train.py', *args]
+    os.chdir(ROOT)
+    try:
+        runpy.run_path('train.py', run_name='__main__')
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+        for lock in rundir.HELD - held:
+            lock.release()
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args, check=True, env=None, module=None):
+    """`python train.py *args`: in this process (stderr is then the one-line SystemExit message,
+    which is all Python prints of it), or as a subprocess with env or module (torchrun)."""
+    if env is not None or module is not None:
+        out = subprocess.run([sys.executable, *(module or ('train.py',)), *args], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600, env=env)
+        out = Ran(out.returncode, out.stdout, out.stderr)
+    else:
+        buf, code, err = io.StringIO(), 0, ''
+        with contextlib.redirect_stdout(buf):
+            try:
+                train_here(args)
+            except SystemExit as e:
+                code, err = (1, e.code + '\n') if isinstance(e.code, str) else (e.code or 0, '')
+        out = Ran(code, buf.getvalue(), err)
     if check:
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     return out
+
+
+def run_command(command):
+    """A printed `python train.py ...` advice, followed (in this process)."""
+    python, script, *args = shlex.split(command)
+    assert (python, script) == ('python', 'train.py'), command
+    return run(*args)
 
 
 def log(out_dir):
@@ -63,8 +121,8 @@ def params(out_dir):
 
 
 def test_resume_continues_exactly(data_dir, tmp_path):
-    """N steps + resume + N steps == 2N steps: same losses, same weights (dropout on, so the RNG
-    states in the checkpoint matter)."""
+    """N steps + resume + N steps == 2N steps: same losses, same weights. Dropout is on, and the
+    checkpoint holds no RNG state: the masks are drawn again from (seed, step, micro-batch)."""
     common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
     whole, split = str(tmp_path / 'whole'), str(tmp_path / 'split')
     run(*common, f'--out_dir={whole}', '--max_iters=6')
@@ -107,7 +165,12 @@ def test_ddp_two_processes_match_one_with_dropout_and_resume(data_dir, tmp_path)
     common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2',
               '--gradient_accumulation_steps=2']
     one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
-    run(*common, f'--out_dir={one}', '--max_iters=6', env=ONE_THREAD)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(*common, f'--out_dir={one}', '--max_iters=6')
+    finally:
+        torch.set_num_threads(threads)
     out = torchrun(*common, f'--out_dir={two}', '--max_iters=3')
     assert '2 process(es) x 1 micro-steps x 4 rows' in out.stdout
     torchrun(*common, f'--out_dir={two}', '--max_iters=6', '--init_from=resume')
@@ -182,29 +245,27 @@ def test_full_filesystem_mid_run_then_the_advice_resumes_it(data_dir, tmp_path):
         pytest.skip('cannot mount a tmpfs here')
     try:
         out_dir, filler = str(disk / 'run'), str(disk / 'filler')
-        code = ("import os, runpy, sys, rundir\n"
-                "save = rundir.save_checkpoint\n"
-                "def fill_then_save(state, path):\n"
-                "    if os.path.exists(path):\n"            # the second checkpoint: take every free byte first
-                f"        with open({filler!r}, 'wb') as f:\n"
-                "            try:\n"
-                "                while True: f.write(b'x' * 65536); f.flush()\n"
-                "            except OSError: pass\n"
-                "    save(state, path)\n"
-                "rundir.save_checkpoint = fill_then_save\n"
-                "sys.argv = ['train.py'] + sys.argv[1:]\n"
-                "runpy.run_path('train.py', run_name='__main__')\n")
+        save = rundir.save_checkpoint
+
+        def fill_then_save(state, path):
+            if os.path.exists(path):            # the second checkpoint: take every free byte first
+                with open(filler, 'wb') as f:
+                    with contextlib.suppress(OSError):
+                        while True:
+                            f.write(b'x' * 65536)
+                            f.flush()
+            save(state, path)
         args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=4', '--eval_interval=2',
                 '--dropout_site=none']
-        out = run('-c', code, *args, module=(), check=False)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(rundir, 'save_checkpoint', fill_then_save)
+            out = run(*args, check=False)
         one_line_error(out, f'cannot write the checkpoint of iter 2 to {out_dir}/ckpt.pt: no space left on the device',
                        'free some space, then resume with: python train.py', 'checkpoint of iter 0')
         assert not [f for f in os.listdir(out_dir) if f.endswith('.tmp')]
         assert torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)['iter_num'] == 0
         os.remove(filler)                                                   # the advice: free space, then its command
-        command = out.stderr.split('resume with: ')[1].split(' (it continues')[0]
-        subprocess.run(shlex.split(command.replace('python', sys.executable, 1)), cwd=ROOT, check=True,
-                       capture_output=True, timeout=600)
+        run_command(out.stderr.split('resume with: ')[1].split(' (it continues')[0])
         assert [r['iter'] for r in log(out_dir)] == [0, 2, 4]
     finally:
         subprocess.run(['umount', str(disk)], capture_output=True)
@@ -218,20 +279,6 @@ def one_line_error(out, *words):
     msg = lines[0]
     for w in words:
         assert w in msg, msg
-
-
-def train_here(args):
-    """`python train.py *args`, run in this process (a subprocess costs ~3 s of imports)."""
-    argv, cwd, held = sys.argv, os.getcwd(), set(rundir.HELD)
-    sys.argv = ['train.py', *args]
-    os.chdir(ROOT)
-    try:
-        runpy.run_path('train.py', run_name='__main__')
-    finally:
-        sys.argv = argv
-        os.chdir(cwd)
-        for lock in rundir.HELD - held:  # released as at the end of its own process
-            lock.release()
 
 
 def refused(args, *words):
@@ -249,7 +296,8 @@ def refused(args, *words):
 
 def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     base = ['config/niah_128.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
-    one_line_error(run(*base, '--dropout_sit=vpad', check=False), 'dropout_site')
+    # the one subprocess case: Python prints the refusal alone on stderr, no traceback
+    one_line_error(run(*base, '--dropout_sit=vpad', check=False, env=ONE_THREAD), 'dropout_site')
     refused([*base, '--max_iters=1.5'], 'max_iters', 'int', 'float')
     nowhere = str(tmp_path / 'never_written')
     refused([*base, '--dropout_site=dropout', f'--data_dir={nowhere}'], 'dropout_site', 'pre_linear')
@@ -305,40 +353,37 @@ def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, wor
     assert os.listdir(tmp_path) == (['bad.py'] if case in ('syntax', 'name') else [])
 
 
-def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, tmp_path):
+def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, tmp_path, monkeypatch):
     """As on a GPU that runs out of memory at 64x: the eval is reported and skipped, the run goes on,
     and the checkpoint of that step was already written."""
     out_dir = str(tmp_path / 'oom')
-    code = ("import runpy, sys, torch, eval_lengths\n"
-            "def evaluate(model, tok, task, length, *a, **k):\n"
-            "    if length > 96: raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 9 GiB')\n"
-            "    return 0.5\n"
-            "eval_lengths.evaluate = evaluate\n"
-            "sys.argv = ['train.py'] + sys.argv[1:]\n"
-            "runpy.run_path('train.py', run_name='__main__')\n")
-    out = run('-c', code, 'config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2',
-              '--eval_interval=2', '--dropout_site=none', module=())
+
+    def evaluate(model, tok, task, length, *a, **k):
+        if length > 96:
+            raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 9 GiB')
+        return 0.5
+    monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
+    out = run('config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2',
+              '--eval_interval=2', '--dropout_site=none')
     assert 'niah_single at 2x skipped: CUDA out of memory' in out.stdout
     assert log(out_dir)[-1]['length_eval'] == {'niah_single': {'1x': 0.5, '2x': None}}
     assert torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)['iter_num'] == 2
 
 
-def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tmp_path):
+def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tmp_path, monkeypatch):
     """A planted length eval that reaches the fit rule (1x >= fit_accuracy) from iter 4 on: the run
     logs fit_iter from there, stops steps_after_fit = 3 steps later (before max_iters) with the final
     eval, marks the checkpoint finished, and a resume of the finished run trains nothing more."""
     out_dir = str(tmp_path / 'fit')
-    code = ("import runpy, sys, eval_lengths\n"
-            "calls = []\n"
-            "def evaluate(model, tok, task, length, *a, **k):\n"
-            "    calls.append(length)\n"
-            "    return 1.0 if len(calls) > 2 else 0.5\n"     # iters 0 and 2 miss, iter 4 fits
-            "eval_lengths.evaluate = evaluate\n"
-            "sys.argv = ['train.py'] + sys.argv[1:]\n"
-            "runpy.run_path('train.py', run_name='__main__')\n")
+    calls = []
+
+    def evaluate(model, tok, task, length, *a, **k):
+        calls.append(length)
+        return 1.0 if len(calls) > 2 else 0.5     # iters 0 and 2 miss, iter 4 fits
+    monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
     args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
             '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
-    out = run('-c', code, *args, module=())
+    out = run(*args)
     assert 'fit at iter 4' in out.stdout and 'stopping at iter 7' in out.stdout
     records = log(out_dir)
     assert [(r['iter'], r['fit_iter'], r.get('final', False)) for r in records] == [
@@ -346,24 +391,23 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}        # the final multiples
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     assert ckpt['iter_num'] == 7 and ckpt['finished'] and ckpt['fit_iter'] == 4
-    run('-c', code, *args, '--init_from=resume', module=())
+    run(*args, '--init_from=resume')
     assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
     assert train.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
     assert not train.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not train.fits({'a': {'4x': 1.0}}, 0.5)
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, tmp_path):
-    out_dir = str(tmp_path / 'nan')
-    base = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2', '--dropout_site=none']
-    run(*base, '--max_iters=2')
+def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
+    out_dir = shutil.copytree(done_run, tmp_path / 'nan')
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
-    out = run(*base, '--max_iters=6', '--init_from=resume', '--learning_rate=1e30', '--grad_clip=0',
-              '--warmup_iters=0', '--decay_lr=False', check=False)
+    out = run('config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}', '--max_iters=6',
+              '--init_from=resume', '--learning_rate=1e30', '--grad_clip=0', '--warmup_iters=0', '--decay_lr=False',
+              check=False)
     one_line_error(out, 'diverged', 'ckpt.pt')
     assert open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read() == before
 
 
-def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path):
+def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
     """config/niah_128.py with tiny overrides: data generated on first use, log.jsonl, checkpoint, and
     eval_lengths.py on the result (by default on the tasks the run trained on)."""
     data, out_dir = str(tmp_path / 'data'), str(tmp_path / 'run')
@@ -375,8 +419,9 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path):
     assert records[-1]['length_eval'].keys() == {'niah_single'}
     assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}
     assert all(k in records[-1] for k in ('train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'mfu'))
-    ev = run(f'--out_dir={out_dir}', '--multiples=1,4', '--num_samples=2', module=('eval_lengths.py',))
-    assert 'niah_single' in ev.stdout and 'untrained' not in ev.stdout
+    eval_lengths.main([f'--out_dir={out_dir}', '--multiples=1,4', '--num_samples=2', '--plot=False'])
+    ev = capsys.readouterr().out
+    assert 'niah_single' in ev and 'untrained' not in ev
     res = json.load(open(os.path.join(out_dir, 'eval_lengths.json')))
     assert [(r['task'], r['length']) for r in res['results']] == [('niah_single', 96), ('niah_single', 384)]
     # a second fresh run into the same out_dir would overwrite the checkpoint: refused, nothing lost
@@ -430,26 +475,24 @@ def test_a_second_process_on_a_run_dir_is_refused_naming_the_first(data_dir, tmp
     assert [r['iter'] for r in log(out_dir)] == [0, 2] and rundir.LOCK not in os.listdir(out_dir)
 
 
-def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, tmp_path):
-    src, dst = str(tmp_path / 'src'), str(tmp_path / 'dst')
-    base = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3']
-    run(*base, f'--out_dir={src}', '--max_iters=3', '--dropout_site=none')
-    run(*base, f'--out_dir={dst}', '--max_iters=2', f'--init_from={src}', '--dropout_site=pre_linear')
+def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, done_run, tmp_path):
+    dst = str(tmp_path / 'dst')
+    run('config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={dst}', f'--init_from={done_run}',
+        '--dropout_site=pre_linear')
     first = log(dst)[0]
-    assert first['iter'] == 0 and first['init_from'] == os.path.abspath(os.path.join(src, 'ckpt.pt'))
-    assert first['init_iter'] == 3
-    assert abs(first['val_loss'] - log(src)[-1]['val_loss']) < 1e-6          # the same weights, evaluated again
+    assert first['iter'] == 0 and first['init_from'] == os.path.abspath(os.path.join(done_run, 'ckpt.pt'))
+    assert first['init_iter'] == 2
+    assert abs(first['val_loss'] - log(done_run)[-1]['val_loss']) < 1e-6     # the same weights, evaluated again
     ckpt = torch.load(os.path.join(dst, 'ckpt.pt'), weights_only=True)
     assert ckpt['iter_num'] == 2 and ckpt['config']['dropout_site'] == 'pre_linear'
     assert all(int(s['step']) == 2 for s in ckpt['optimizer']['state'].values())   # fresh AdamW
     assert first['lr'] < 3e-3 / 2                                                  # its own warmup
 
 
-def test_seed_varies_training_but_not_the_corpus(data_dir, tmp_path):
-    base = ['config/niah_128.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
-    run(*base, f'--out_dir={tmp_path / "s1"}', '--seed=1')
+def test_seed_varies_training_but_not_the_corpus(data_dir, done_run, tmp_path):
+    base = ['config/niah_128.py', *TINY, *on(data_dir), *DONE]
     run(*base, f'--out_dir={tmp_path / "s2"}', '--seed=2')                      # the same data_dir is fine
-    assert log(str(tmp_path / 's1'))[-1]['train_loss'] != log(str(tmp_path / 's2'))[-1]['train_loss']
+    assert log(done_run)[-1]['train_loss'] != log(str(tmp_path / 's2'))[-1]['train_loss']
     one_line_error(run(*base, f'--out_dir={tmp_path / "s3"}', '--data_seed=7', check=False), 'data_seed=1337')
 
 
@@ -460,13 +503,12 @@ def test_lr_decay_follows_max_iters_unless_set():
     assert train.get_lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
 
 
-def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir, tmp_path):
+def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir, done_run, tmp_path):
     """Killed during the length eval of iter 2 (its checkpoint written, its log line not), with lines
     that are not records in the log and the dead process's lock file left behind: the resume logs
     iter 2 in full, from the checkpoint, and skips the other lines with a warning each."""
-    out_dir = str(tmp_path / 'killed')
-    base = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--eval_interval=2', '--dropout_site=none']
-    run(*base, '--max_iters=2')
+    out_dir = str(shutil.copytree(done_run, tmp_path / 'killed'))
+    base = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', *DONE]
     first, cut = log(out_dir)
     with open(os.path.join(out_dir, 'log.jsonl'), 'w') as f:
         f.write(json.dumps(first) + '\n{}\n[1]\n{"iter": 4, "train_lo')        # torn by the kill
@@ -501,8 +543,7 @@ def test_sigint_ends_with_one_line_whose_command_resumes_the_run(data_dir, tmp_p
     assert not os.path.exists(os.path.join(out_dir, rundir.LOCK))
     command = line.split('resume with: ')[1].split(' (it continues')[0]
     assert command.endswith('--init_from=resume')
-    subprocess.run(shlex.split(command.replace('python', sys.executable, 1)), cwd=ROOT, check=True,
-                   capture_output=True, timeout=600, env=ONE_THREAD)
+    run_command(command)
     assert [r['iter'] for r in log(out_dir)] == list(range(0, 161, 20))
 
 
