@@ -167,31 +167,33 @@ def main_here(*args):
         return e.code
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, 'eval_lengths.py', *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_cli_end_to_end_compares_runs(tok, tmp_path):
+def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys):
+    """eval_lengths.py on a transformer and a hybrid: each run's eval_lengths.json holds one row per
+    (task, multiple), each accuracy the one evaluate() gives that run's model on its own, the table
+    marks the task the run never trained on, and the plot is written."""
     a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
-    save_tiny_run(a, tok)
+    save_tiny_run(a, tok, config={'tasks': 'niah_single'})
     save_tiny_run(b, tok, window=0, block_pattern='AM', d_state=8, headdim=16, chunk_size=16)
-    out = run_cli(f'--out_dir={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=2,4',
-                  '--num_samples=4', '--batch_size=2')
-    assert out.returncode == 0, out.stderr
+    assert main_here(f'--out_dir={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=2,4',
+                     '--num_samples=4', '--batch_size=2') is None
+    out = capsys.readouterr().out
     for run in (a, b):
         res = json.load(open(os.path.join(run, 'eval_lengths.json')))
         assert res['block_size'] == 128 and res['tokenizer'] == 'lengthgen'
         assert {(r['task'], r['multiple'], r['length'], r['n']) for r in res['results']} == {
             (t, m, 128 * m, 4) for t in ('niah_single', 'niah_multivalue') for m in (2, 4)}
-        assert all(0 <= r['accuracy'] <= 1 for r in res['results'])
-        assert run in out.stdout
-    assert '(untrained)' in out.stdout and '4x' in out.stdout
+        assert run in out
+    model = E.load_run(a, 'cpu')[0]
+    for r in json.load(open(os.path.join(a, 'eval_lengths.json')))['results']:
+        assert r['trained'] == (r['task'] == 'niah_single')
+        assert r['accuracy'] == E.evaluate(model, tok, r['task'], r['length'], 4, 2, 'cpu'), r
+    rows_a = [line for line in out.splitlines() if line.startswith(a)]
+    assert [('(untrained)' in line) for line in rows_a] == [False, True]          # niah_single, niah_multivalue
     try:
         import matplotlib  # noqa: F401
         assert os.path.exists(os.path.join(a, 'eval_lengths.png'))
     except ImportError:
-        assert 'matplotlib is not installed' in out.stdout
+        assert 'matplotlib is not installed' in out
 
 
 @pytest.mark.parametrize('args,words', [
@@ -209,7 +211,7 @@ def test_cli_end_to_end_compares_runs(tok, tmp_path):
     (['--out_dir=MISSING'], ['no checkpoint']),
     (['CORRUPT'], ['not a readable']),
 ])
-def test_cli_errors_are_one_line(tok, tmp_path, args, words):
+def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
     if '--device=cuda' in args and torch.cuda.is_available():
         pytest.skip('this machine has a GPU')
     run_dir = str(tmp_path / 'r')
@@ -226,12 +228,18 @@ def test_cli_errors_are_one_line(tok, tmp_path, args, words):
     before = sorted(os.listdir(run_dir))
     if not any(a.startswith('--tasks') for a in args):
         args.append('--tasks=niah_single')
-    out = run_cli(*args)
-    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert all(w in lines[0] for w in words), lines[0]
+    msg = main_here(*args)
+    assert msg and all(w in msg for w in words), msg
     assert sorted(os.listdir(run_dir)) == before
+
+
+def test_a_refusal_is_one_line_on_stderr_of_the_script(tmp_path):
+    """The one subprocess case: what Python prints of the refusal is the line alone, no traceback."""
+    out = subprocess.run([sys.executable, 'eval_lengths.py', f'--out_dir={tmp_path / "none"}'], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
+    line, = out.stderr.strip().splitlines()
+    assert 'no checkpoint' in line and 'python train.py' in line
 
 
 def test_a_bad_run_among_several_stops_them_all_before_any_is_evaluated(tok, tmp_path):
