@@ -126,10 +126,11 @@ def print_help(settings, script):
 
 
 def settings_of(namespace):
-    """The config keys of a script: its public globals of a plain type (nanoGPT's convention)."""
+    """The config keys of a script: its public globals of a plain type (nanoGPT's convention), less
+    the UPPER_CASE ones, which are constants (sample_data.VERSION)."""
     return {k: v for k, v in namespace.items()
-            if not k.startswith('_') and isinstance(v, (int, float, bool, str))}
+            if not k.startswith('_') and not k.isupper() and isinstance(v, (int, float, bool, str))}
 
 
 if __name__ == '__main__':
-    sys.exit("configurator.py is used by train.py and eval_lengths.py; see its docstring")
+    sys.exit("configurator.py is used by train.py, eval_lengths.py, ablate.py and sample_data.py; see its docstring")

@@ -45,24 +45,22 @@ import numpy as np
 import tiktoken
 from tqdm import tqdm
 
-from configurator import configure
+from configurator import configure, settings_of
 
 VERSION = 2         # 2: needle values have 8 digits, not 7
 
 # -----------------------------------------------------------------------------
 # command line settings: python sample_data.py --key=value ...; --help lists them
-SETTINGS = {
-    'out_dir': '',                # the corpus folder (required)
-    'block_size': 256,            # tokens per row = the longest training document
-    'num_tokens': 10_000_000,     # training tokens
-    'tasks': 'niah_single',       # task[:weight],... e.g. niah_single,niah_multikey:2,vt
-    'data_seed': 1337,            # seeds the corpus (train.py's seed is for init and batches)
-    'tokenizer': 'lengthgen',     # the only one: built here from the task text, offline
-    'val_tokens': 0,              # validation tokens; 0: max(block_size, num_tokens // 50)
-    'min_doc_len': 0,             # shortest training document in tokens; 0: each task's own minimum
-    'reach': 0,                   # report the share of training answers farther than this from their
-                                  # value (train.py prints it for its window layers' reach)
-}
+out_dir = ''                    # the corpus folder (required)
+block_size = 256              # tokens per row = the longest training document
+num_tokens = 10_000_000       # training tokens
+tasks = 'niah_single'         # task[:weight],... e.g. niah_single,niah_multikey:2,vt
+data_seed = 1337              # seeds the corpus (train.py's seed is for init and batches)
+tokenizer = 'lengthgen'       # the only one: built here from the task text, offline
+val_tokens = 0                # validation tokens; 0: max(block_size, num_tokens // 50)
+min_doc_len = 0               # shortest training document in tokens; 0: each task's own minimum
+reach = 0                     # report the share of training answers farther than this from their
+                              # value (train.py prints it for its window layers' reach)
 
 # -----------------------------------------------------------------------------
 # task text
@@ -684,7 +682,7 @@ def load_split(data_dir, split):
             np.memmap(os.path.join(data_dir, f'{split}_mask.bin'), dtype=np.uint8, mode='r'))
 
 def main(argv):
-    cfg = configure(SETTINGS, argv)
+    cfg = configure(settings_of(globals()), argv)
     reach = cfg.pop('reach')
     try:
         meta = prepare(**cfg)

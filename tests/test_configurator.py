@@ -72,7 +72,7 @@ def test_a_config_file_that_does_not_run_names_file_and_line(tmp_path):
 
 
 def test_settings_of_takes_public_plain_globals():
-    ns = dict(a=1, b='x', _c=2, d=[1], e=None, f=2.0, g=True)
+    ns = dict(a=1, b='x', _c=2, d=[1], e=None, f=2.0, g=True, VERSION=2)
     assert settings_of(ns) == dict(a=1, b='x', f=2.0, g=True)
 
 
@@ -83,7 +83,7 @@ def test_help_lists_every_key_with_its_default_and_comment(script):
     out = subprocess.run([sys.executable, script, '--help'], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == '', out.stderr
     module = importlib.import_module(script[:-3])
-    keys = module.SETTINGS if hasattr(module, 'SETTINGS') else settings_of(vars(module))
+    keys = settings_of(vars(module))
     lines = {line.split()[0][2:]: line for line in out.stdout.splitlines() if line.strip().startswith('--')}
     for key, default in keys.items():
         assert key in lines, key
