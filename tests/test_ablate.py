@@ -214,31 +214,31 @@ def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
     held.release()
 
 
-def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path):
+def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
     cfg = study(tmp_path)
-    ablate(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
+    ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
     assert not (tmp_path / 'grid' / 'none').exists()
-    out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
-    cmds = [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
+    capsys.readouterr()
+    ablate_here(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
+    cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
     assert len(cmds) == 1 and '--dropout_site=none' in cmds[0] and '--seed=1' in cmds[0]
     assert not (tmp_path / 'grid' / 'none').exists()
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[], [1]]
     subprocess.run(cmds[0].replace('python', sys.executable, 1), shell=True, cwd=ROOT, check=True,
                    capture_output=True, timeout=300)                   # as a scheduler would
-    out = ablate(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
-    assert not [line for line in out.stdout.splitlines() if line.startswith('python train.py')]
+    ablate_here(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
-    out = ablate(cfg, '--arms=wd', '--max_iters=2', '--seeds=1')          # trains only wd; summarizes every arm
-    assert '1 runs, 1 finished, 0 to train' in out.stdout
+    ablate_here(cfg, '--arms=wd', '--max_iters=2', '--seeds=1')          # trains only wd; summarizes every arm
+    assert '1 runs, 1 finished, 0 to train' in capsys.readouterr().out
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
     # a continued-training study starts each seed from the same seed's run of another study
     source = str(tmp_path / 'grid' / 'wd' / 'seed{seed}')
     cont = study(tmp_path, 'cont.py', arms={'late': {'init_from': source, 'dropout_site': 'none'}},
                  out_dir=str(tmp_path / 'cont'), control='')
-    out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=1')
-    assert f"--init_from={source.format(seed=1)}" in out.stdout
-    out = ablate(cont, '--dry_run', '--max_iters=2', '--seeds=2', check=False)
-    assert out.returncode != 0 and 'not a finished run yet' in out.stderr
+    ablate_here(cont, '--dry_run', '--max_iters=2', '--seeds=1')
+    assert f"--init_from={source.format(seed=1)}" in capsys.readouterr().out
+    assert 'not a finished run yet' in refused(cont, '--dry_run', '--max_iters=2', '--seeds=2')
 
 
 @pytest.mark.parametrize('args,words', [
