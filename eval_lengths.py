@@ -22,7 +22,6 @@ the first.
 """
 
 import json
-import math
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, settings_of
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, MLP
 import rundir
 import sample_data
 
@@ -96,7 +95,8 @@ def estimate_bytes(config, batch, T, device='cpu'):
     them (on the CPU; GPU kernels do not), and Mamba2's per-chunk (l x l) decay matrices.
     Full-causal layers use SDPA's memory-efficient kernels, linear in T."""
     c = config
-    mlp_hidden = 32 * math.ceil(8 * c.n_embd / 3 / 32)                   # as in model.MLP
+    with torch.device('meta'):                                          # model.MLP's width, no memory taken
+        mlp_hidden = MLP(c).c_proj.in_features
     width = max(3 * c.n_embd, 2 * mlp_hidden, 2 * c.expand * c.n_embd + 2 * c.d_state)
     per_token = 6 * width
     if c.window and not str(device).startswith('cuda'):
