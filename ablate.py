@@ -1127,15 +1127,20 @@ def step_curves(runs):
 
 
 def plot(results, curves, out):
-    """accuracy_vs_length.png (mean over seeds, band: min..max) and accuracy_vs_step.png."""
+    """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
+    run, so a mean with a band would hide them) and accuracy_vs_step.png (mean over seeds)."""
     def by_length(ax, task):
-        for name, arm in results['arms'].items():
+        for i, (name, arm) in enumerate(results['arms'].items()):
             pts = sorted((int(m), p) for m, p in arm['tasks'].get(task, {}).items())
-            if pts:
-                xs = [m for m, _ in pts]
-                line, = ax.plot(xs, [p['mean'] for _, p in pts], marker='o', label=f"{name} ({len(arm['seeds'])} seeds)")
-                ax.fill_between(xs, [min(p['per_seed'].values()) for _, p in pts],
-                                [max(p['per_seed'].values()) for _, p in pts], color=line.get_color(), alpha=0.15)
+            if not pts:
+                continue
+            xs, color = [m for m, _ in pts], f"C{i}"
+            for seed in pts[0][1]['per_seed']:
+                ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
+            medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
+            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{name} (median of {len(arm['seeds'])} seeds)")
+            ax.set_xticks(xs, [f"{m}x" for m in xs])
+            ax.minorticks_off()
 
     def by_step(ax, panel):
         task, m = panel.split(' at ')
@@ -1147,7 +1152,7 @@ def plot(results, curves, out):
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     if tasks:
         eval_lengths.plot_panels(tasks, by_length, os.path.join(out, 'accuracy_vs_length.png'),
-                                 'length (x training length)', 'accuracy (mean; band: seeds min..max)')
+                                 'length (multiple of the training length)', 'accuracy (thin: one run each)')
     panels = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
                     key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, int(tm[1][:-1])))
     if panels:

@@ -228,18 +228,22 @@ def plot_panels(panels, draw, path, xlabel, ylabel, log2=True):
     except ImportError:
         print(f"matplotlib is not installed: no {os.path.basename(path)} (pip install matplotlib)")
         return
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), sharey=True, squeeze=False)
+    # sized for a README (8 x 5 in at 150 dpi), the legend outside the axes so it never covers a curve
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(8.0, 4.0 * len(panels)), 5.0), sharey=True,
+                             squeeze=False, layout='constrained')
     for ax, panel in zip(axes[0], panels):
-        draw(ax, panel)
         if log2:
             ax.set_xscale('log', base=2)
-        ax.set_title(panel, fontsize=9)
+        draw(ax, panel)
+        ax.set_title(panel, fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc='outside right upper', fontsize=8)
+    fig.savefig(path, dpi=150)
     plt.close(fig)
     print(f"wrote {path}")
 
