@@ -285,7 +285,8 @@ def train_grid(runs, workers, then):
     seed_order = list(dict.fromkeys(r['seed'] for r in runs))
     pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'),
                      key=lambda r: seed_order.index(r['seed']))
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    # the cores split over the workers, unless OMP_NUM_THREADS says how many (on cores other jobs share)
+    threads = int(os.environ.get('OMP_NUM_THREADS') or 0) or max(1, (os.cpu_count() or 1) // workers)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
     running, failed, n_done = [], [], sum(r['selected'] and r['state'] == 'done' for r in runs)
     t0, last_status = time.time(), time.time()

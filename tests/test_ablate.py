@@ -79,10 +79,11 @@ def mtimes(grid):
             for d, _, files in os.walk(grid) for f in files if f == 'ckpt.pt'}
 
 
-def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
+def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
     grid, out = tmp_path / 'grid', tmp_path / 'results'
-    first = ablate(cfg, '--workers=2')
+    ablate_here(cfg, '--workers=2')                                     # the trainers are processes of their own
+    first = capsys.readouterr().out
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # scheduling flags do not change results
     assert set(res['arms']) == {'none', 'wd'}
@@ -118,11 +119,12 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path):
         import matplotlib  # noqa: F401
         assert (out / 'accuracy_vs_length.png').exists() and (out / 'accuracy_vs_step.png').exists()
     except ImportError:
-        assert 'matplotlib is not installed' in first.stdout and not (out / 'accuracy_vs_length.png').exists()
+        assert 'matplotlib is not installed' in first and not (out / 'accuracy_vs_length.png').exists()
     # a rerun trains nothing and re-summarizes from the cached evals
     before = mtimes(grid)
-    out = ablate(cfg)
-    assert '4 finished, 0 to train' in out.stdout and 'final eval' not in out.stdout
+    ablate_here(cfg)
+    again = capsys.readouterr().out
+    assert '4 finished, 0 to train' in again and 'final eval' not in again
     assert mtimes(grid) == before
 
 
@@ -135,7 +137,7 @@ def alive(pid):
         return False
 
 
-def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path):
+def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, capsys):
     """SIGINT to ablate.py alone: it stops its trainer (which notes where it stopped in its train.log)
     and ends with one line and exit code 130. SIGKILL to ablate.py alone: its trainer ends too, by
     its parent-death signal. Either way no trainer outlives it, and a rerun keeps the finished run
@@ -170,8 +172,9 @@ def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path):
     it = torch.load(run2 / 'ckpt.pt', weights_only=True)['iter_num']
     assert 0 < it < 40, "the run was not killed mid-way"
     seed1 = mtimes(grid / 'none' / 'seed1')
-    out = ablate(*args)
-    assert '1 finished, 1 to train' in out.stdout and 'resuming' in out.stdout
+    ablate_here(*args)                                                   # the trainer is a process of its own
+    out = capsys.readouterr().out
+    assert '1 finished, 1 to train' in out and 'resuming' in out
     assert mtimes(grid / 'none' / 'seed1') == seed1                      # not retrained
     log = [json.loads(line) for line in open(grid / 'none' / 'seed2' / 'log.jsonl')]
     assert [r['iter'] for r in log] == list(range(0, 41, 4))             # each eval once, none lost
@@ -544,56 +547,52 @@ def fake_slurm(tmp_path, monkeypatch, sbatch):
     return fake
 
 
-def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path):
-    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
-    grid, out = tmp_path / 'grid', tmp_path / 'results'
+def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, capsys):
+    """submitit_local jobs (processes here) train and then evaluate a run. A rerun while its train job
+    runs does not submit it again; --wait waits for it, then for the eval job it submits; a rerun
+    after that submits nothing and summarizes the same. One run: the arrays are the slurm test's."""
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', results_dir=str(tmp_path / 'results'))
+    grid, out, run_dir = tmp_path / 'grid', tmp_path / 'results', tmp_path / 'grid' / 'none' / 'seed1'
     args = [cfg, '--launcher=submitit_local', '--eval_on=submitit_local', '--slurm_cpus_per_run=1']
-    first = ablate(*args, '--wait')
-    assert '4 runs, 0 finished, 4 to train as submitit_local jobs' in first.stdout
-    assert first.stdout.count('submitted train job') == 4 and first.stdout.count('submitted eval job') == 4
+    ablate_here(*args)                                                   # submits and returns
+    first = capsys.readouterr().out
+    assert '1 runs, 0 finished, 1 to train as submitit_local jobs' in first and first.count('submitted train job') == 1
+    info = json.load(open(run_dir / 'job.json'))
+    ablate_here(*args)                                                   # at once: the job has not finished
+    again = capsys.readouterr().out
+    assert f"train job {info['job_id']} is RUNNING: not resubmitted" in again and 'submitted train job' not in again
+    assert '1 job(s) queued or running' in again
+    ablate_here(*args, '--wait')                                         # waits for that job, then for its eval job
+    waited = capsys.readouterr().out
+    assert 'submitted train job' not in waited and f"train job {info['job_id']} ended" in waited
+    assert waited.count('submitted eval job') == 1
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
-    for arm in res['arms'].values():
-        assert arm['seeds'] == [1, 2] and arm['pending_seeds'] == [] and arm['runs'] == 2
-        assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch']['var_ratio'] == pytest.approx(1)
+    arm = res['arms']['none']
+    assert arm['seeds'] == [1] and arm['pending_seeds'] == [] and arm['runs'] == 1
+    assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch']['var_ratio'] == pytest.approx(1)
     jobs, evals = job_files(grid), job_files(grid, 'eval_job.json')
-    assert set(jobs) == set(evals) == {f'{a}/seed{s}' for a in ('none', 'wd') for s in (1, 2)}
+    assert set(jobs) == set(evals) == {'none/seed1'} and jobs['none/seed1'] == info
     for info in list(jobs.values()) + list(evals.values()):
         assert info['launcher'] == 'submitit_local' and info['folder'] == str(grid / 'submitit')
         assert (grid / 'submitit' / f"{info['job_id']}_0_result.pkl").exists()          # each job's function returned
     # the job ran the local path's command, into the run's own train.log
-    log = open(grid / 'wd' / 'seed2' / 'train.log').read()
-    assert log.startswith(f'$ {sys.executable} train.py config/niah_128.py') and '--seed=2' in log.splitlines()[0]
-    # the eval jobs wrote each run's cached eval, which the summary read
-    rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
+    log = open(run_dir / 'train.log').read()
+    assert log.startswith(f'$ {sys.executable} train.py config/niah_128.py') and '--seed=1' in log.splitlines()[0]
+    # the eval job wrote the run's cached eval, which the summary read
+    rec = json.load(open(run_dir / 'ablate_eval.json'))['record']
     assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
-        {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
+        {m: p['per_seed']['1'] for m, p in arm['tasks']['niah_single'].items()}
     # a rerun submits nothing, trains nothing and summarizes the same
     before = mtimes(grid)
-    again = ablate(*args, '--wait')
-    assert '4 finished, 0 to train' in again.stdout and not any(f'submitted {k} job' in again.stdout for k in ('train', 'eval'))
+    ablate_here(*args, '--wait')
+    again = capsys.readouterr().out
+    assert '1 finished, 0 to train' in again and not any(f'submitted {k} job' in again for k in ('train', 'eval'))
     assert mtimes(grid) == before and job_files(grid) == jobs and job_files(grid, 'eval_job.json') == evals
     assert json.load(open(out / 'results.json'))['arms'] == res['arms']
     # eval jobs or the default local eval: one summary (it reads the same caches, computes nothing)
-    local = ablate(cfg)
-    assert 'final eval' not in local.stdout and json.load(open(out / 'results.json'))['arms'] == res['arms']
-
-
-def test_rerun_does_not_resubmit_a_queued_or_running_job(tmp_path, capsys):
-    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1')
-    args = [cfg, '--launcher=submitit_local', '--slurm_cpus_per_run=1']
-    ablate_here(*args)                                                   # submits and returns
-    assert 'submitted train job' in capsys.readouterr().out
-    info = json.load(open(tmp_path / 'grid' / 'none' / 'seed1' / 'job.json'))
-    ablate_here(*args)                                                   # at once: the job has not finished
-    out = capsys.readouterr().out
-    assert f"train job {info['job_id']} is RUNNING: not resubmitted" in out and 'submitted train job' not in out
-    assert '1 job(s) queued or running' in out
-    ablate_here(*args, '--wait')                                          # waits for that job, then summarizes
-    out = capsys.readouterr().out
-    assert 'submitted train job' not in out and f"train job {info['job_id']} ended" in out
-    assert json.load(open(tmp_path / 'grid' / 'none' / 'seed1' / 'job.json')) == info
-    assert json.load(open(tmp_path / 'grid' / 'results.json'))['arms']['none']['seeds'] == [1]
+    ablate_here(cfg)
+    assert 'final eval' not in capsys.readouterr().out and json.load(open(out / 'results.json'))['arms'] == res['arms']
 
 
 def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monkeypatch, capsys):
