@@ -158,31 +158,34 @@ def assert_same_run(a_dir, b_dir, exact=False):
 
 def test_ddp_two_processes_match_one_with_dropout_and_resume(data_dir, tmp_path):
     """Dropout masks are seeded by (seed, step, micro-batch), so 2 processes that each take one of
-    the 2 micro-batches of a step train exactly like 1 process taking both, also across a resume.
-    Exactly, on any CPU: both sides run one thread (the same kernels, summing in the same order),
-    each micro-batch's gradient is the same up to the factor world_size (a power of 2, so exact),
-    and the all-reduce adds the two in float64 where one process adds them."""
-    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2',
-              '--gradient_accumulation_steps=2']
+    the 2 micro-batches of a step train exactly like 1 process taking both; and so do they after a
+    resume into fewer micro-batches than processes (batch_size=8, gradient_accumulation_steps=1),
+    where each takes half of a micro-batch's rows: the same 4 rows and masks as before. Exactly, on
+    any CPU: both sides run one thread (the same kernels, summing in the same order), each
+    micro-batch's gradient is the same up to the factor world_size (a power of 2, so exact), and the
+    all-reduce adds the two in float64 where one process adds them. The val loss after the resume
+    reads the same 8 rows in one batch rather than two: equal within float32 rounding."""
+    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
+    two_micro = ['--batch_size=4', '--gradient_accumulation_steps=2', '--eval_iters=2']
     one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run(*common, f'--out_dir={one}', '--max_iters=6')
+        run(*common, *two_micro, f'--out_dir={one}', '--max_iters=6')
     finally:
         torch.set_num_threads(threads)
-    out = torchrun(*common, f'--out_dir={two}', '--max_iters=3')
-    assert '2 process(es) x 1 micro-steps x 4 rows' in out.stdout
-    torchrun(*common, f'--out_dir={two}', '--max_iters=6', '--init_from=resume')
-    assert_same_run(one, two, exact=True)
-
-
-def test_more_processes_than_micro_batches_split_the_rows(data_dir, tmp_path):
-    """torchrun with gradient_accumulation_steps=1: each process takes half of the rows."""
-    out = torchrun('config/niah_128.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2',
-                   '--dropout_site=none', f'--out_dir={tmp_path / "r"}')
-    assert 'tokens per iteration: 384 (2 process(es) x 1 micro-steps x 2 rows' in out.stdout
-    assert [r['iter'] for r in log(str(tmp_path / 'r'))] == [0, 2]
+    out = torchrun(*common, *two_micro, f'--out_dir={two}', '--max_iters=3')
+    assert 'tokens per iteration: 768 (2 process(es) x 1 micro-steps x 4 rows' in out.stdout
+    out = torchrun(*common, '--batch_size=8', '--gradient_accumulation_steps=1', '--eval_iters=1', f'--out_dir={two}',
+                   '--max_iters=6', '--init_from=resume')
+    assert 'tokens per iteration: 768 (2 process(es) x 1 micro-steps x 4 rows' in out.stdout
+    a, b = log(one), log(two)
+    assert [r['iter'] for r in a] == [r['iter'] for r in b] == [0, 3, 6]
+    for ra, rb in zip(a[1:], b[1:]):
+        assert ra['train_loss'] == rb['train_loss'], (ra, rb)
+        assert abs(ra['val_loss'] - rb['val_loss']) <= (0 if ra['iter'] <= 3 else 1e-6), (ra, rb)
+    pa, pb = params(one), params(two)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
 def test_loss_is_the_mean_over_the_steps_answer_tokens(tmp_path):
