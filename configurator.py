@@ -3,9 +3,10 @@ nanoGPT's configuration interface, with its weak spots fixed:
 
     python train.py config/vpad.py --batch_size=32 --dropout_site=pre_linear
 
-A script keeps its settings as plain globals at the top, then calls
+A script keeps its settings' defaults as plain globals at the top, and its main reads a run's
+settings from
 
-    globals().update(configure(settings, sys.argv[1:]))
+    cfg = configure(settings_of(globals()), argv)    # {key: value}; the globals stay the defaults
 
 `configure` runs each config file (plain Python assigning some of the keys) and then each
 --key=value (a Python literal, or a bare string for string keys). Unlike nanoGPT, a typo'd key is

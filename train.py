@@ -29,6 +29,7 @@ import sys
 import time
 from contextlib import nullcontext
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
@@ -453,18 +454,193 @@ class CompiledOrEager(torch.nn.Module):
         return self.model(*args)
 
 
-if __name__ == '__main__':
-    cfg = configure(settings_of(globals()), sys.argv[1:])
-    globals().update(cfg)
-    eval_task_names, quick_multiples, final_multiples_ = check_config(cfg)
-    # DDP: one process per device, launched by torchrun; rank 0 owns the run dir and speaks for the run
+class Procs(NamedTuple):
+    """This process's place in a run: its DDP rank, its device, and its share of a step's rows."""
+    ddp: bool
+    master: bool        # rank 0: owns the run dir, generates missing data, runs the length evals, logs
+    rank: int
+    world_size: int
+    device: str         # 'cpu' or 'cuda:<local rank>'
+    dtype: str          # 'float32' or 'bfloat16' (autocast)
+    step_rows: int      # rows per step, all processes together
+    rank_rows: int      # this process's rows per step
+    micro_rows: int     # rows per micro-batch
+    micro_steps: int
+
+    @property
+    def device_type(self):
+        return 'cuda' if self.device.startswith('cuda') else 'cpu'
+
+    def autocast(self):
+        return nullcontext() if self.dtype == 'float32' else torch.autocast(self.device_type, dtype=torch.bfloat16)
+
+
+def setup_processes(cfg):
+    """DDP: one process per device, launched by torchrun (else one process). -> Procs"""
     ddp = int(os.environ.get('RANK', -1)) != -1
+    device, rank, world_size = rundir.pick_device(cfg['device']), 0, 1
+    if ddp:   # rank 0 alone generates missing data and runs the length evals; the others wait that long
+        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo', timeout=timedelta(hours=2))
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        if device.startswith('cuda'):
+            device = f"cuda:{os.environ['LOCAL_RANK']}"
+            torch.cuda.set_device(device)
+    step_rows = cfg['batch_size'] * cfg['gradient_accumulation_steps']
+    if step_rows % world_size:
+        raise SystemExit(f"config error: a step's {step_rows} rows (batch_size x gradient_accumulation_steps) "
+                         f"cannot be split evenly over {world_size} processes; make it a multiple of {world_size}")
+    rank_rows = step_rows // world_size
+    micro_rows = min(cfg['batch_size'], rank_rows)
+    dtype = cfg['dtype']
+    if dtype == 'auto':
+        dtype = 'bfloat16' if device.startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
+    if device.startswith('cuda'):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Procs(ddp, rank == 0, rank, world_size, device, dtype, step_rows, rank_rows, micro_rows,
+                 -(-rank_rows // micro_rows))
+
+
+@torch.no_grad()
+def estimate_val_loss(model, split, cfg, procs):
+    """Mean loss per target over the same val rows every time (a fixed eval set)."""
+    model.eval()
+    total, count = 0.0, 0
+    for k in range(cfg['eval_iters']):
+        rows = [(k * cfg['batch_size'] + j) % split.n_rows for j in range(cfg['batch_size'])]
+        x, y = rows_to_batch(split, rows, cfg['block_size'], cfg['loss_on'], procs.device)
+        with procs.autocast():
+            _, loss = model(x, y)
+        n = int((y != -1).sum())
+        total, count = total + loss.item() * n, count + n
+    model.train()
+    return total / max(count, 1)
+
+
+def length_eval(model, tok, tasks, multiples, cfg, procs):
+    """{task: {'<m>x': accuracy}}; None where the length would not fit in memory."""
+    model.eval()
+    accs = {}
+    for task in tasks:
+        accs[task] = {}
+        for m in multiples:
+            try:
+                acc = eval_lengths.evaluate(model, tok, task, m * cfg['block_size'], cfg['eval_samples'],
+                                            cfg['eval_batch_size'], procs.device)
+            except (MemoryError, torch.OutOfMemoryError) as e:
+                print(f"length eval of {task} at {m}x skipped: {str(e).splitlines()[0][:300]}")
+                if procs.device_type == 'cuda':
+                    torch.cuda.empty_cache()
+                acc = None
+            accs[task][f'{m}x'] = acc
+    model.train()
+    return accs
+
+
+def stop_iter(cfg, fit_iter):
+    """max_iters, or steps_after_fit past the fit if that comes first."""
+    if fit_iter is None or not cfg['steps_after_fit']:
+        return cfg['max_iters']
+    return min(cfg['max_iters'], fit_iter + cfg['steps_after_fit'])
+
+
+def diverged(what, run, cfg):
+    """Stop without writing anything: the last checkpoint holds the last good weights."""
+    last = f"the last good checkpoint, {run.ckpt_path}, is untouched" if os.path.exists(run.ckpt_path) else "no checkpoint was written"
+    raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {cfg['learning_rate']}) or set grad_clip")
+
+
+def evaluate_and_log(run, cfg, procs, final, standing):
+    """Checkpoint first (nothing is lost if the length eval fails), then the length eval and the
+    log line. A resumed run does not checkpoint its first step again."""
+    if run.resumed and run.iter_num == run.start_iter:
+        val_loss = run.last['val_loss']             # the checkpoint's, for a log record its kill cut off
+    else:
+        val_loss = estimate_val_loss(run.model, run.data['val'], cfg, procs)
+        if not math.isfinite(val_loss):
+            diverged(f"val loss is {val_loss} at iter {run.iter_num}", run, cfg)
+        run.best_val_loss = min(run.best_val_loss, val_loss)
+        if procs.master and (cfg['always_save_checkpoint'] or val_loss <= run.best_val_loss or final):
+            state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
+                     'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
+                     'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
+                     'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+                     'data_meta': run.meta, 'fit_iter': run.fit_iter, 'finished': final, **run.notes}
+            with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
+                rundir.save_checkpoint(state, run.ckpt_path)
+            run.saved_iter = run.iter_num
+    if procs.master and run.iter_num not in run.logged:
+        accs = length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
+                           cfg, procs)
+        # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
+        if run.fit_iter is None and fits(accs, cfg['fit_accuracy']) and not (final and cfg['steps_after_fit']):
+            run.fit_iter = run.iter_num
+            print(f"fit at iter {run.iter_num}: 1x accuracy >= {cfg['fit_accuracy']}"
+                  + (f"; stopping at iter {stop_iter(cfg, run.fit_iter)}" if cfg['steps_after_fit'] else ""))
+        record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
+                  'lr': get_lr(run.iter_num, cfg), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+                  'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.fit_iter,
+                  **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
+        with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
+            rundir.append_line(run.log_path, json.dumps(record))
+        run.logged[run.iter_num] = record
+        for task, by_m in accs.items():
+            print(f"eval {run.iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
+                  + ", ".join(f"{int(m[:-1]) * cfg['block_size']} ({m}): {format_accuracy(a)}" for m, a in by_m.items()))
+    if procs.ddp:  # every process stops at the step rank 0 decided
+        t = torch.tensor([-1 if run.fit_iter is None else run.fit_iter], device=procs.device)
+        dist.broadcast(t, 0)
+        run.fit_iter = None if t.item() < 0 else int(t.item())
+
+
+def train_step(model, optimizer, split, cfg, procs, step, lr):
+    """One optimizer step on the step's global batch, the same on every process; each takes its
+    share of the rows. -> (the step's loss, the mean over its n_step answer tokens; n_step). A loss
+    that is not finite takes no step: the weights stay as they were."""
+    for group in optimizer.param_groups:
+        group['lr'] = lr
+    gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step))
+    rows = torch.randint(split.n_rows, (procs.step_rows,), generator=gen).tolist()
+    n_step = max(count_targets(split, rows, cfg['block_size'], cfg['loss_on']), 1)
+    mine = rows[procs.rank * procs.rank_rows:(procs.rank + 1) * procs.rank_rows]
+    loss_sum = 0.0
+    for micro in range(procs.micro_steps):
+        x, y = rows_to_batch(split, mine[micro * procs.micro_rows:(micro + 1) * procs.micro_rows],
+                             cfg['block_size'], cfg['loss_on'], procs.device)
+        torch.manual_seed(draw_seed(cfg['seed'], step, procs.rank * procs.micro_steps + micro, 1))   # this micro-batch's masks
+        if procs.ddp:  # sync gradients on the last micro-step only
+            model.require_backward_grad_sync = micro == procs.micro_steps - 1
+        with procs.autocast():
+            _, loss = model(x, y)
+        n = int((y != -1).sum())
+        # loss is the mean over this micro-batch's n targets; weight it so the step's gradient is
+        # the mean over all n_step targets (DDP averages over processes, hence * world_size)
+        (loss * (n * procs.world_size / n_step)).backward()
+        loss_sum += loss.item() * n
+    if procs.ddp:  # the logged loss is the step's, not this process's share (in float64, as one process sums it)
+        t = torch.tensor([loss_sum], device=procs.device, dtype=torch.float64)
+        dist.all_reduce(t)
+        loss_sum = t.item()
+    loss_f = loss_sum / n_step
+    if math.isfinite(loss_f):
+        if cfg['grad_clip']:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_f, n_step
+
+
+def main(argv):
+    cfg = configure(settings_of(globals()), argv)
+    out_dir = cfg['out_dir']
+    run = SimpleNamespace(iter_num=0, saved_iter=None)    # the step reached, the step of the last checkpoint written
+    run.eval_tasks, run.quick_multiples, run.final_multiples = check_config(cfg)
+    # DDP: one process per device, launched by torchrun; rank 0 owns the run dir and speaks for the run
     master, world_size = int(os.environ.get('RANK', 0)) == 0, int(os.environ.get('WORLD_SIZE', 1))
-    iter_num, saved_iter = 0, None                  # the step reached, the step of the last checkpoint written
 
     def standing():
-        return where_it_stands(sys.argv[1:], out_dir, saved_iter, world_size)
-    rundir.exit_on_signals(lambda: f"stopped at iter {iter_num}; {standing()}" if master else None)
+        return where_it_stands(argv, out_dir, run.saved_iter, world_size)
+    rundir.exit_on_signals(lambda: f"stopped at iter {run.iter_num}; {standing()}" if master else None)
     rundir.die_with_parent()                        # a trainer that ablate.py started ends with it
     if master:
         with rundir.writing(os.path.join(out_dir, rundir.LOCK), 'the lock file', "start again (or choose another --out_dir)"):
@@ -473,211 +649,77 @@ if __name__ == '__main__':
             except rundir.Held as e:
                 raise SystemExit(f"{out_dir} is in use by {e} (see {out_dir}/{rundir.LOCK}): wait for it to end, or "
                                  f"stop it (kill {e.pid}) and rerun this command") from None
+    procs = setup_processes(cfg)
 
-    device = rundir.pick_device(device)
-    if ddp:
-        # rank 0 alone generates missing data and runs the length evals; the others wait that long
-        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo', timeout=timedelta(hours=2))
-        rank, local_rank, world_size = dist.get_rank(), int(os.environ['LOCAL_RANK']), dist.get_world_size()
-        if device.startswith('cuda'):
-            device = f'cuda:{local_rank}'
-            torch.cuda.set_device(device)
-    else:
-        rank = 0
-    step_rows = batch_size * gradient_accumulation_steps             # rows per step, all processes together
-    if step_rows % world_size:
-        raise SystemExit(f"config error: a step's {step_rows} rows (batch_size x gradient_accumulation_steps) "
-                         f"cannot be split evenly over {world_size} processes; make it a multiple of {world_size}")
-    rank_rows = step_rows // world_size                               # this process's rows per step
-    micro_rows = min(batch_size, rank_rows)
-    micro_steps = -(-rank_rows // micro_rows)
-    tokens_per_iter = step_rows * block_size
-    device_type = 'cuda' if device.startswith('cuda') else 'cpu'
-    if dtype == 'auto':
-        dtype = 'bfloat16' if device_type == 'cuda' and torch.cuda.is_bf16_supported() else 'float32'
-    ctx = nullcontext() if dtype == 'float32' else torch.autocast(device_type=device_type, dtype=torch.bfloat16)
-    if device_type == 'cuda':
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    if init_from != 'resume' and os.path.exists(os.path.join(out_dir, 'ckpt.pt')):
-        raise SystemExit(f"{out_dir} already holds a run ({out_dir}/ckpt.pt): continue it with --init_from=resume, "
+    # the data, the model and the run dir
+    run.ckpt_path, run.log_path, run.logged = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl'), {}
+    if cfg['init_from'] != 'resume' and os.path.exists(run.ckpt_path):
+        raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with --init_from=resume, "
                          f"or start over in another --out_dir (or delete {out_dir})")
-    meta, tok, data = open_data(cfg, master)
-    model, optimizer, iter_num, best_val_loss, resumed, notes, last = start_model(cfg, tok, device)
-    saved_iter = iter_num if resumed else None
-    ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
-    if master:
-        with rundir.writing(log_path, 'the log', standing):
-            log_path, logged = open_log(out_dir, resumed, iter_num)
+    run.meta, run.tok, run.data = open_data(cfg, procs.master)
+    (run.model, run.optimizer, run.iter_num, run.best_val_loss, run.resumed, run.notes,
+     run.last) = start_model(cfg, run.tok, procs.device)
+    run.saved_iter = run.iter_num if run.resumed else None
+    tokens_per_iter = procs.step_rows * cfg['block_size']
+    if procs.master:
+        with rundir.writing(run.log_path, 'the log', standing):
+            run.log_path, run.logged = open_log(out_dir, run.resumed, run.iter_num)
         tok_path = os.path.join(out_dir, 'tokenizer.json')            # eval_lengths.py reads it from the run dir
         with rundir.writing(tok_path, 'the tokenizer', standing):
-            with open(os.path.join(data_dir, 'tokenizer.json'), 'rb') as f:
+            with open(os.path.join(cfg['data_dir'], 'tokenizer.json'), 'rb') as f:
                 rundir.write_atomic(tok_path, f.read())
-        print(f"tokens per iteration: {tokens_per_iter:,} ({world_size} process(es) x {micro_steps} micro-steps "
-              f"x {micro_rows} rows x {block_size} tokens); device {device}, {dtype}")
-        reach = window_reach(model)
-        if reach is not None and sample_data.beyond_reach(meta, reach) is not None:
-            print(f"{sample_data.beyond_reach(meta, reach):.1%} of the training answers lie beyond the local layers' "
+        print(f"tokens per iteration: {tokens_per_iter:,} ({procs.world_size} process(es) x {procs.micro_steps} micro-steps "
+              f"x {procs.micro_rows} rows x {cfg['block_size']} tokens); device {procs.device}, {procs.dtype}")
+        reach = window_reach(run.model)
+        if reach is not None and sample_data.beyond_reach(run.meta, reach) is not None:
+            print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
     # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record
-    fit_iter = logged[max(logged)].get('fit_iter') if master and logged else None
-    raw_model = model
-    if compile:
-        model = CompiledOrEager(model)
-    if ddp:
-        model = DDP(model, device_ids=[local_rank] if device_type == 'cuda' else None)
+    run.fit_iter = run.logged[max(run.logged)].get('fit_iter') if run.logged else None
+    model = CompiledOrEager(run.model) if cfg['compile'] else run.model
+    if procs.ddp:
+        model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if procs.device_type == 'cuda' else None)
 
-    @torch.no_grad()
-    def estimate_val_loss():
-        """Mean loss per target over the same val rows every time (a fixed eval set)."""
-        raw_model.eval()
-        total, count = 0.0, 0
-        for k in range(eval_iters):
-            rows = [(k * batch_size + j) % data['val'].n_rows for j in range(batch_size)]
-            x, y = rows_to_batch(data['val'], rows, block_size, loss_on, device)
-            with ctx:
-                _, loss = raw_model(x, y)
-            n = int((y != -1).sum())
-            total, count = total + loss.item() * n, count + n
-        raw_model.train()
-        return total / max(count, 1)
-
-    def length_eval(multiples):
-        """{task: {'<m>x': accuracy}}; None where the length would not fit in memory."""
-        raw_model.eval()
-        accs = {}
-        for task in eval_task_names:
-            accs[task] = {}
-            for m in multiples:
-                try:
-                    acc = eval_lengths.evaluate(raw_model, tok, task, m * block_size, eval_samples,
-                                                eval_batch_size, device)
-                except (MemoryError, torch.OutOfMemoryError) as e:
-                    print(f"length eval of {task} at {m}x skipped: {str(e).splitlines()[0][:300]}")
-                    if device_type == 'cuda':
-                        torch.cuda.empty_cache()
-                    acc = None
-                accs[task][f'{m}x'] = acc
-        raw_model.train()
-        return accs
-
-    def stop_iter():
-        """max_iters, or steps_after_fit past the fit if that comes first."""
-        if fit_iter is None or not steps_after_fit:
-            return max_iters
-        return min(max_iters, fit_iter + steps_after_fit)
-
-    def checkpoint(val_loss, finished):
-        state = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
-                 'model_args': raw_model.config.__dict__, 'config': cfg, 'iter_num': iter_num,
-                 'best_val_loss': best_val_loss, 'val_loss': val_loss, 'train_loss': loss_f, 'tokenizer': tok.name,
-                 'tokens_per_sec': tokens_per_sec, 'mfu': mfu, 'data_meta': meta, 'fit_iter': fit_iter,
-                 'finished': finished, **notes}
-        with rundir.writing(ckpt_path, f'the checkpoint of iter {iter_num}', standing):
-            rundir.save_checkpoint(state, ckpt_path)
-
-    def diverged(what):
-        """Stop without writing anything: the last checkpoint holds the last good weights."""
-        last = f"the last good checkpoint, {ckpt_path}, is untouched" if os.path.exists(ckpt_path) else "no checkpoint was written"
-        raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {learning_rate}) or set grad_clip")
-
-    start_iter = iter_num
+    # the training loop: evaluate at the top of an iteration, then one step
+    run.start_iter, run.t_start = run.iter_num, time.time()
+    run.train_loss, run.tokens_per_sec, run.mfu = run.last['train_loss'], run.last['tokens_per_sec'] or 0.0, run.last['mfu'] or 0.0
+    t_last, iter_last = run.t_start, run.iter_num
     model.train()
-    t_start, tokens_per_sec, mfu, loss_f = time.time(), last['tokens_per_sec'] or 0.0, last['mfu'] or 0.0, last['train_loss']
-    t_last, iter_last = t_start, iter_num
     while True:
-        # Evaluate at the top of an iteration: checkpoint first (nothing is lost if the length eval
-        # fails), then the length eval and the log line. A resumed run does not checkpoint again.
-        final = iter_num == stop_iter()
-        if iter_num % eval_interval == 0 or final:
-            if resumed and iter_num == start_iter:
-                val_loss = last['val_loss']             # the checkpoint's, for a log record its kill cut off
-            else:
-                val_loss = estimate_val_loss()
-                if not math.isfinite(val_loss):
-                    diverged(f"val loss is {val_loss} at iter {iter_num}")
-                best_val_loss = min(best_val_loss, val_loss)
-                if master and (always_save_checkpoint or val_loss <= best_val_loss or final):
-                    checkpoint(val_loss, final)
-                    saved_iter = iter_num
-            if master and iter_num not in logged:
-                accs = length_eval(final_multiples_ if final else quick_multiples)
-                # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
-                if fit_iter is None and fits(accs, fit_accuracy) and not (final and steps_after_fit):
-                    fit_iter = iter_num
-                    print(f"fit at iter {iter_num}: 1x accuracy >= {fit_accuracy}"
-                          + (f"; stopping at iter {stop_iter()}" if steps_after_fit else ""))
-                record = {'iter': iter_num, 'train_loss': loss_f, 'val_loss': val_loss, 'lr': get_lr(iter_num, cfg),
-                          'tokens_per_sec': tokens_per_sec, 'mfu': mfu, 'elapsed_s': round(time.time() - t_start, 1),
-                          'length_eval': accs, 'fit_iter': fit_iter, **({'final': True} if final else {}),
-                          **(notes if iter_num == start_iter else {})}
-                with rundir.writing(log_path, f'the log record of iter {iter_num}', standing):
-                    rundir.append_line(log_path, json.dumps(record))
-                logged[iter_num] = record
-                for task, by_m in accs.items():
-                    print(f"eval {iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
-                          + ", ".join(f"{int(m[:-1]) * block_size} ({m}): {format_accuracy(a)}" for m, a in by_m.items()))
-            if ddp:  # every process stops at the step rank 0 decided
-                t = torch.tensor([-1 if fit_iter is None else fit_iter], device=device)
-                dist.broadcast(t, 0)
-                fit_iter = None if t.item() < 0 else int(t.item())
-            t_last, iter_last = time.time(), iter_num   # the eval's time is not training time
-        if iter_num >= stop_iter():
+        final = run.iter_num == stop_iter(cfg, run.fit_iter)
+        if run.iter_num % cfg['eval_interval'] == 0 or final:
+            evaluate_and_log(run, cfg, procs, final, standing)
+            t_last, iter_last = time.time(), run.iter_num   # the eval's time is not training time
+        if run.iter_num >= stop_iter(cfg, run.fit_iter):
             break
-
-        lr = get_lr(iter_num, cfg)
-        for group in optimizer.param_groups:
-            group['lr'] = lr
-        # one global batch per step, the same on every process; each takes its share of the rows
-        step = notes.get('init_iter', 0) + iter_num   # continued training does not replay its source's draws
-        gen = torch.Generator().manual_seed(draw_seed(seed, step))
-        rows = torch.randint(data['train'].n_rows, (step_rows,), generator=gen).tolist()
-        n_step = max(count_targets(data['train'], rows, block_size, loss_on), 1)
-        mine = rows[rank * rank_rows:(rank + 1) * rank_rows]
-        loss_sum = 0.0
-        for micro in range(micro_steps):
-            x, y = rows_to_batch(data['train'], mine[micro * micro_rows:(micro + 1) * micro_rows], block_size, loss_on, device)
-            torch.manual_seed(draw_seed(seed, step, rank * micro_steps + micro, 1))   # this micro-batch's masks
-            if ddp:  # sync gradients on the last micro-step only
-                model.require_backward_grad_sync = micro == micro_steps - 1
-            with ctx:
-                _, loss = model(x, y)
-            n = int((y != -1).sum())
-            # loss is the mean over this micro-batch's n targets; weight it so the step's gradient is
-            # the mean over all n_step targets (DDP averages over processes, hence * world_size)
-            (loss * (n * world_size / n_step)).backward()
-            loss_sum += loss.item() * n
-        if ddp:  # the logged loss is the step's, not this process's share (in float64, as one process sums it)
-            t = torch.tensor([loss_sum], device=device, dtype=torch.float64)
-            dist.all_reduce(t)
-            loss_sum = t.item()
-        loss_f = loss_sum / n_step
-        if not math.isfinite(loss_f):      # before the step: the weights stay as they were
-            diverged(f"loss is {loss_f} at iter {iter_num}")
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        iter_num += 1
-
-        if iter_num % log_interval == 0 and master:
+        lr = get_lr(run.iter_num, cfg)
+        step = run.notes.get('init_iter', 0) + run.iter_num   # continued training does not replay its source's draws
+        run.train_loss, n_step = train_step(model, run.optimizer, run.data['train'], cfg, procs, step, lr)
+        if not math.isfinite(run.train_loss):
+            diverged(f"loss is {run.train_loss} at iter {run.iter_num}", run, cfg)
+        run.iter_num += 1
+        if run.iter_num % cfg['log_interval'] == 0 and procs.master:
             t_now = time.time()
-            dt = (t_now - t_last) / (iter_num - iter_last)
-            t_last, iter_last = t_now, iter_num
-            tokens_per_sec = tokens_per_iter / dt
-            mfu = raw_model.estimate_mfu(tokens_per_iter // world_size, dt, peak_flops, n_step / tokens_per_iter) if peak_flops else 0.0
-            eta = (stop_iter() - iter_num) * dt
-            print(f"iter {iter_num}/{stop_iter()}: loss {loss_f:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
-                  f"{tokens_per_sec:,.0f} tok/s" + (f", mfu {mfu * 100:.1f}%" if peak_flops else "")
+            dt = (t_now - t_last) / (run.iter_num - iter_last)
+            t_last, iter_last = t_now, run.iter_num
+            run.tokens_per_sec = tokens_per_iter / dt
+            peak = cfg['peak_flops']
+            run.mfu = run.model.estimate_mfu(tokens_per_iter // procs.world_size, dt, peak, n_step / tokens_per_iter) if peak else 0.0
+            eta = (stop_iter(cfg, run.fit_iter) - run.iter_num) * dt
+            print(f"iter {run.iter_num}/{stop_iter(cfg, run.fit_iter)}: loss {run.train_loss:.4f}, lr {lr:.2e}, "
+                  f"{dt * 1000:.0f} ms/iter, {run.tokens_per_sec:,.0f} tok/s" + (f", mfu {run.mfu * 100:.1f}%" if peak else "")
                   + f", eta {eta / 60:.1f} min")
 
-    if master:
-        print(f"done: {iter_num} iters in {(time.time() - t_start) / 60:.1f} min; checkpoint {ckpt_path}")
-        val = [r['val_loss'] for _, r in sorted(logged.items()) if r.get('val_loss') is not None]
+    if procs.master:
+        print(f"done: {run.iter_num} iters in {(time.time() - run.t_start) / 60:.1f} min; checkpoint {run.ckpt_path}")
+        val = [r['val_loss'] for _, r in sorted(run.logged.items()) if r.get('val_loss') is not None]
         if len(val) > 1 and val[-1] >= val[0]:   # e.g. learning_rate=1e6 ends at chance level without an error
             print(f"note: the val loss did not fall ({val[0]:.4f} at the first eval, {val[-1]:.4f} at the last): "
-                  f"the run learned nothing; check learning_rate (now {learning_rate})")
-    if ddp:  # leave together: a gloo rank that tears down while its peer still works can abort
+                  f"the run learned nothing; check learning_rate (now {cfg['learning_rate']})")
+    if procs.ddp:  # leave together: a gloo rank that tears down while its peer still works can abort
         dist.barrier()
         dist.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
