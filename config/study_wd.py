@@ -1,0 +1,10 @@
+# The decisive study, part 3 (claim 1: weight decay speeds up the loss of length generalization):
+# no dropout with and without weight_decay=0.1, trained 3000 steps past the fit at a constant
+# learning rate after warmup, so any loss of extrapolation has time to show.
+#   python ablate.py config/study_wd.py --workers=2
+exec(open('config/study_sites.py').read())
+common = {'dropout_site': 'none', 'steps_after_fit': 3000, 'max_iters': 7000, 'decay_lr': False}
+arms = {'none': {}, 'none_wd': {'weight_decay': 0.1}}
+out_dir = 'out/study_wd'
+results_dir = 'results/study_wd'   # summary (committed); checkpoints stay in out_dir
+# pre-registered as in study_sites: a fit run extrapolates when it holds >= 0.9 at 64x at its end
