@@ -221,7 +221,7 @@ def state(run):
     if not finished(ckpt):
         return 'partial'
     last = ckpt['iter_num']                    # max_iters, or earlier for a run stopped steps_after_fit after its fit
-    logged = train.read_log(os.path.join(run['dir'], 'log.jsonl'), last) \
+    logged = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), last) \
         if os.path.exists(os.path.join(run['dir'], 'log.jsonl')) else []
     return 'done' if any(r['iter'] == last for r in logged) else 'partial'
 
@@ -654,7 +654,7 @@ def evaluate(runs, mults, n, compute=True):
         tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
         device = rundir.pick_device(run['cfg']['device'])
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
-               'device': device.split(':')[0]}
+               'device': device.split(':')[0], 'record': 'length_eval'}   # older caches held a list of rows
 
         def final_eval():
             print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
@@ -829,7 +829,7 @@ def find_fit(runs, fit_accuracy):
     """run['fit_iter'] of every finished run, from its log.jsonl."""
     for run in runs:
         if run['state'] == 'done':
-            run['fit_iter'] = fit_iter_of(train.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf')), fit_accuracy)
+            run['fit_iter'] = fit_iter_of(rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf')), fit_accuracy)
 
 
 def init_template(cfg, arm, study_argv):
@@ -908,8 +908,7 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
 def run_outcome(run, cfg):
     """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval, or None)."""
     task = cfg['extrap_task'] or run['tasks'][0]
-    acc = next((r['accuracy'] for r in run['eval']['results']
-                if r['task'] == task and r['multiple'] == cfg['extrap_multiple']), None)
+    acc = run['eval']['length_eval'].get(task, {}).get(f"{cfg['extrap_multiple']}x")
     return run.get('fit_iter'), acc
 
 
@@ -928,10 +927,12 @@ def summarize(runs, cfg, study_argv):
         primary.setdefault(run['arm'], {})[cfg['extrap_task'] or run['tasks'][0]] = None
         if 'mismatch' in run:
             arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
-        for r in run['eval']['results']:
-            point = arm['tasks'].setdefault(r['task'], {}).setdefault(str(r['multiple']), {'per_seed': {}})
-            point['per_seed'][str(run['seed'])] = r['accuracy']
-            point['length'] = r['length']
+        for task, accs in run['eval']['length_eval'].items():
+            for m, acc in accs.items():
+                if acc is not None:
+                    point = arm['tasks'].setdefault(task, {}).setdefault(m[:-1], {'per_seed': {}})
+                    point['per_seed'][str(run['seed'])] = acc
+                    point['length'] = int(m[:-1]) * run['eval']['block_size']
     for arm in arms_out.values():
         if arm.get('mismatch_per_seed'):
             per_seed = list(arm['mismatch_per_seed'].values())
@@ -1112,7 +1113,7 @@ def step_curves(runs):
         path = os.path.join(run['dir'], 'log.jsonl')
         if run['state'] != 'done' or not os.path.exists(path):
             continue
-        for rec in train.read_log(path, float('inf')):
+        for rec in rundir.read_log(path, float('inf')):
             for task, accs in (rec.get('length_eval') or {}).items():
                 if isinstance(accs, dict):
                     for m, a in accs.items():

@@ -175,32 +175,40 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
+def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=False):
+    """The length-eval record, one shape for train.py's log and eval_lengths.json:
+    {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
+    task's shortest document or would not fit in memory (each skip printed with its reason)."""
+    T, accs = model.config.block_size, {task: {} for task in tasks}
+    for task, m in tqdm([(t, m) for t in tasks for m in multiples], disable=not progress or None):
+        acc, shortest = None, sample_data.min_length(task, tok)
+        if m * T < shortest:
+            tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
+        else:
+            try:
+                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key)
+            except (MemoryError, torch.OutOfMemoryError) as e:
+                tqdm.write(f"{task} at {m}x skipped: {rundir.first_line(e)}")
+                if str(device).startswith('cuda'):
+                    torch.cuda.empty_cache()
+        accs[task][f'{m}x'] = acc
+    return accs
+
+
 def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False):
     """Evaluate one run dir: task_names=None means the tasks it was trained on.
-    -> the record written to run/eval_lengths.json: {'run', 'block_size', ..., 'results': [row]},
-    a row {'task', 'trained', 'multiple', 'length', 'accuracy', 'n'} per point that fits."""
+    -> the record written to run/eval_lengths.json: {'run', 'block_size', 'trained', 'n', ...,
+    'length_eval': {task: {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
     model, tok, train_cfg = load_run(run, device)
-    T, trained = model.config.block_size, trained_tasks(train_cfg)
+    trained = trained_tasks(train_cfg)
     task_names = task_names or trained
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
-    rows, t0 = [], time.time()
-    for task, m in tqdm([(t, m) for t in task_names for m in mults], desc=run, disable=not progress or None):
-        length = m * T
-        if length < sample_data.min_length(task, tok):
-            tqdm.write(f"skipped: {task} needs at least {sample_data.min_length(task, tok)} tokens, "
-                       f"{m}x{T} = {length} is too short")
-            continue
-        try:
-            acc = evaluate(model, tok, task, length, n, batch_size, device, seed, absent_key)
-        except MemoryError as e:
-            tqdm.write(f"skipped: {e}")
-            continue
-        rows.append({'task': task, 'trained': task in trained, 'multiple': m, 'length': length,
-                     'accuracy': acc, 'n': n})
-    return {'run': run, 'block_size': T, 'tokenizer': tok.name, 'seed': seed, 'iter': train_cfg.get('iter_num'),
-            **({'absent_key': True} if absent_key else {}),
-            'elapsed_s': round(time.time() - t0, 1), 'results': rows}
+    t0 = time.time()
+    accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress)
+    return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
+            'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}),
+            'elapsed_s': round(time.time() - t0, 1), 'length_eval': accs}
 
 
 def format_table(records, mults):
@@ -208,13 +216,10 @@ def format_table(records, mults):
     head = f"{'run':<28}{'task':<28}" + "".join(f"{str(m) + 'x':>7}" for m in mults)
     lines = [head, '-' * len(head)]
     for rec in records:
-        by_task = {}
-        for r in rec['results']:
-            by_task.setdefault((r['task'], r['trained']), {})[r['multiple']] = r['accuracy']
-        for (task, trained), accs in by_task.items():
-            label = task if trained else f"{task} (untrained)"
-            lines.append(f"{rec['run']:<28}{label:<28}"
-                         + "".join(f"{accs[m]:7.2f}" if m in accs else f"{'-':>7}" for m in mults))
+        for task, accs in rec['length_eval'].items():
+            label = task if task in rec['trained'] else f"{task} (untrained)"
+            lines.append(f"{rec['run']:<28}{label:<28}" + "".join(
+                f"{accs[f'{m}x']:7.2f}" if accs.get(f'{m}x') is not None else f"{'-':>7}" for m in mults))
     return "\n".join(lines)
 
 
@@ -251,10 +256,11 @@ def plot_panels(panels, draw, path, xlabel, ylabel, log2=True):
 def plot_results(records, path):
     def draw(ax, task):
         for rec in records:
-            pts = [(r['length'], r['accuracy']) for r in rec['results'] if r['task'] == task]
+            pts = [(int(m[:-1]) * rec['block_size'], a) for m, a in rec['length_eval'].get(task, {}).items()
+                   if a is not None]
             if pts:
                 ax.plot(*zip(*pts), marker='o', label=rec['run'])
-    panels = list(dict.fromkeys(r['task'] for rec in records for r in rec['results']))
+    panels = list(dict.fromkeys(task for rec in records for task in rec['length_eval']))
     if panels:
         plot_panels(panels, draw, path, 'length (tokens)', 'accuracy')
 
@@ -267,15 +273,10 @@ def check_args(cfg):
     for key in ('num_samples', 'batch_size'):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
-    task_names = [t.strip() for t in cfg['tasks'].split(',') if t.strip()]
-    if not task_names:
+    if not cfg['tasks'].strip():
         raise SystemExit("config error: tasks is empty: give task names, or 'trained' for the tasks each run trained on")
-    if task_names == ['trained']:
-        task_names = None
-    for t in task_names or []:
-        if t not in sample_data.TASKS:
-            raise SystemExit(f"config error: unknown task '{t}' in tasks; tasks are {', '.join(sample_data.TASKS)}")
     try:
+        task_names = None if cfg['tasks'].strip() == 'trained' else sample_data.parse_tasks(cfg['tasks'])[0]
         mults = parse_multiples('multiples', cfg['multiples'])
     except ValueError as e:
         raise SystemExit(f"config error: {e}")

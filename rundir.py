@@ -1,8 +1,9 @@
 """
-Run-dir I/O in one place, for train.py, eval_lengths.py and ablate.py: the device, atomic writes
-and checkpoints, the lock that lets one process at a time own a run dir, the link that ends a
-trainer with the ablate.py that started it, and the one-line endings of an interruption or a disk
-error, which say where the run stands and the command that continues it.
+Run-dir I/O in one place, for train.py, eval_lengths.py, ablate.py and sample_data.py: the
+device, atomic writes, the training log and checkpoints, the lock that lets one process at a time
+own a run dir, the link that ends a trainer with the ablate.py that started it, and the one-line
+endings of an interruption or a disk error, which say where the run stands and the command that
+continues it.
 """
 
 import atexit
@@ -11,6 +12,7 @@ import ctypes
 import errno
 import fcntl
 import io
+import json
 import os
 import signal
 import socket
@@ -70,6 +72,23 @@ def append_line(path, line):
             with contextlib.suppress(OSError):
                 f.truncate(size)
             raise
+
+
+def read_log(path, upto):
+    """The records of a run's log.jsonl up to iteration `upto`. A line that is not a record (a torn last
+    line from a kill mid-write, or an edit) is skipped with a warning."""
+    kept = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not (isinstance(record, dict) and isinstance(record.get('iter'), int)):
+                print(f"warning: {path} line {n} is not a log record, skipped: {line.strip()[:60]!r}")
+            elif record['iter'] <= upto:
+                kept.append(record)
+    return kept
 
 
 def save_checkpoint(state, path):

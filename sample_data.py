@@ -46,6 +46,7 @@ import tiktoken
 from tqdm import tqdm
 
 from configurator import configure, settings_of
+import rundir
 
 VERSION = 2         # 2: needle values have 8 digits, not 7
 
@@ -201,7 +202,7 @@ class Tokenizer:
         ranks = sorted(self.enc._mergeable_ranks, key=self.enc._mergeable_ranks.get)
         obj = dict(format='lengthgen-tokenizer', version=VERSION, name=self.name, vocab_size=self.vocab_size,
                    pat_str=self.enc._pat_str, ranks=[base64.b64encode(b).decode() for b in ranks])
-        write_atomic(path, json.dumps(obj).encode())
+        rundir.write_atomic(path, json.dumps(obj).encode())
 
     @classmethod
     def load(cls, path):
@@ -556,36 +557,27 @@ def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_
         np.zeros(1, dtype=np.uint8).tofile(f_mask)
     return n_rows * block_size + 1
 
-def parse_tasks(tasks):
-    """'niah_single,vt:2' -> (['niah_single', 'vt'], [1.0, 2.0]), or a ValueError naming the key."""
+def parse_tasks(tasks, key='tasks'):
+    """'niah_single,vt:2' -> (['niah_single', 'vt'], [1.0, 2.0]), or a ValueError naming the key: the
+    one check of task names, for every script that takes them."""
     names, weights = [], []
     for item in filter(None, map(str.strip, tasks.split(','))):
         name, _, weight = item.partition(':')
         if name not in TASKS:
-            raise ValueError(f"tasks={tasks!r}: unknown task '{name}'; choose from {', '.join(TASKS)}")
+            raise ValueError(f"{key}={tasks!r}: unknown task '{name}'; choose from {', '.join(TASKS)}")
         try:
             weight = float(weight or 1)
         except ValueError:
             weight = math.nan
         if not 0 < weight < math.inf:
-            raise ValueError(f"tasks={tasks!r}: the weight in '{item}' must be a positive number")
+            raise ValueError(f"{key}={tasks!r}: the weight in '{item}' must be a positive number")
         names.append(name)
         weights.append(weight)
     if not names:
-        raise ValueError(f"tasks is empty; choose from {', '.join(TASKS)}")
+        raise ValueError(f"{key} is empty; choose from {', '.join(TASKS)}")
     if len(set(names)) != len(names):
-        raise ValueError(f"tasks={tasks!r} lists a task twice")
+        raise ValueError(f"{key}={tasks!r} lists a task twice")
     return names, weights
-
-def write_atomic(path, data):
-    """Write bytes to a temp file, flush them to disk, then rename: a crash leaves the old file or
-    the new one, never a torn one."""
-    tmp = path + '.tmp'
-    with open(tmp, 'wb') as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337, tokenizer='lengthgen',
             val_tokens=0, min_doc_len=0, progress=True):
@@ -626,7 +618,7 @@ def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337
                 train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
                 answer_distances=distances.tolist(),
                 sha256={f: file_sha256(os.path.join(out_dir, f)) for f in ('train.bin', 'val.bin')})
-    write_atomic(meta_path, json.dumps(meta, indent=2).encode())
+    rundir.write_atomic(meta_path, json.dumps(meta, indent=2).encode())
     return meta
 
 def file_sha256(path):

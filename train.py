@@ -166,10 +166,7 @@ def check_config(cfg):
             if cfg['block_size'] < sample_data.min_length(t, tok):
                 raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
                                  f"({sample_data.min_length(t, tok)} tokens)")
-        eval_tasks = [t.strip() for t in cfg['eval_tasks'].split(',') if t.strip()] or trained
-        for t in eval_tasks:
-            if t not in sample_data.TASKS:
-                raise ValueError(f"eval_tasks: unknown task {t!r}; tasks are {', '.join(sample_data.TASKS)}")
+        eval_tasks = sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks')[0] if cfg['eval_tasks'].strip() else trained
         quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
         final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
         if cfg['steps_after_fit'] and 1 not in quick:
@@ -332,23 +329,6 @@ def count_targets(split, rows, T, loss_on):
     return int(sum(int(split.mask[r * T + 1: r * T + T + 1].sum()) for r in rows))
 
 
-def read_log(path, upto):
-    """The records of log.jsonl up to iteration `upto`. A line that is not a record (a torn last
-    line from a kill mid-write, or an edit) is skipped with a warning."""
-    kept = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if not (isinstance(record, dict) and isinstance(record.get('iter'), int)):
-                print(f"warning: {path} line {n} is not a log record, skipped: {line.strip()[:60]!r}")
-            elif record['iter'] <= upto:
-                kept.append(record)
-    return kept
-
-
 def window_reach(model):
     """How many tokens back the position-bound routes alone can carry information: each sliding-
     window RoPE layer moves it window - 1 tokens, each attention layer's short convolution
@@ -425,7 +405,7 @@ def open_log(out_dir, resumed, iter_num):
             print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
         return log_path, {}
     if os.path.exists(log_path):
-        kept = read_log(log_path, iter_num)
+        kept = rundir.read_log(log_path, iter_num)
         rundir.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
         return log_path, {r['iter']: r for r in kept}
     return log_path, {}
@@ -518,21 +498,9 @@ def estimate_val_loss(model, split, cfg, procs):
 
 
 def length_eval(model, tok, tasks, multiples, cfg, procs):
-    """{task: {'<m>x': accuracy}}; None where the length would not fit in memory."""
+    """{task: {'<m>x': accuracy}} (eval_lengths.length_eval: None where a length is skipped)."""
     model.eval()
-    accs = {}
-    for task in tasks:
-        accs[task] = {}
-        for m in multiples:
-            try:
-                acc = eval_lengths.evaluate(model, tok, task, m * cfg['block_size'], cfg['eval_samples'],
-                                            cfg['eval_batch_size'], procs.device)
-            except (MemoryError, torch.OutOfMemoryError) as e:
-                print(f"length eval of {task} at {m}x skipped: {str(e).splitlines()[0][:300]}")
-                if procs.device_type == 'cuda':
-                    torch.cuda.empty_cache()
-                acc = None
-            accs[task][f'{m}x'] = acc
+    accs = eval_lengths.length_eval(model, tok, tasks, multiples, cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
     model.train()
     return accs
 

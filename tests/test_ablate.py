@@ -98,7 +98,7 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
             assert point['std'] == pytest.approx(math.sqrt(sum((x - point['mean']) ** 2 for x in xs)))
     # the per-seed numbers are those of each run's own eval record
     rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
-    assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
+    assert {m[:-1]: a for m, a in rec['length_eval']['niah_single'].items()} == \
         {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
     # no dropout at the arms' site: train and eval mode are the same network, so no mismatch
     for arm in res['arms'].values():
@@ -433,8 +433,7 @@ def fake_run(tmp_path, arm, seed, acc_1x, acc_16x, log):
     d = str(tmp_path / arm / f'seed{seed}')
     write_log(d, log)
     return {'arm': arm, 'seed': seed, 'dir': d, 'state': 'done', 'tasks': ['niah_single'],
-            'eval': {'results': [{'task': 'niah_single', 'multiple': m, 'length': 128 * m, 'accuracy': a, 'n': 100}
-                                 for m, a in ((1, acc_1x), (16, acc_16x))]}}
+            'eval': {'block_size': 128, 'length_eval': {'niah_single': {'1x': acc_1x, '16x': acc_16x}}}}
 
 
 def old_log(fit_at):
@@ -581,7 +580,7 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     assert log.startswith(f'$ {sys.executable} train.py config/niah_128.py') and '--seed=1' in log.splitlines()[0]
     # the eval job wrote the run's cached eval, which the summary read
     rec = json.load(open(run_dir / 'ablate_eval.json'))['record']
-    assert {str(r['multiple']): r['accuracy'] for r in rec['results']} == \
+    assert {m[:-1]: a for m, a in rec['length_eval']['niah_single'].items()} == \
         {m: p['per_seed']['1'] for m, p in arm['tasks']['niah_single'].items()}
     # a rerun submits nothing, trains nothing and summarizes the same
     before = mtimes(grid)

@@ -151,6 +151,27 @@ def test_a_length_that_will_not_fit_is_refused_with_the_estimate(tok):
         E.evaluate(model, tok, 'niah_single', 128, 10**10, 1, 'cpu')      # all held at once: refused before any is made
 
 
+def test_length_eval_records_a_skipped_point_as_none_with_its_reason(tok, capsys, monkeypatch):
+    """The one length-eval record: a length shorter than the task's documents (niah_multivalue needs
+    147 tokens, 1x is 128) and one that will not fit in memory are None, each skip printed; the
+    others are what evaluate() gives."""
+    model = tiny_model(tok)
+    real = E.evaluate
+
+    def evaluate(model, tok, task, length, *a, **k):
+        if length > 256:
+            raise MemoryError(f"{task} at {length} tokens needs about 9.0 GiB")
+        return real(model, tok, task, length, *a, **k)
+    monkeypatch.setattr(E, 'evaluate', evaluate)
+    accs = E.length_eval(model, tok, ['niah_single', 'niah_multivalue'], [1, 2, 4], 2, 2, 'cpu')
+    out = capsys.readouterr().out
+    assert accs['niah_single']['4x'] is None and accs['niah_multivalue']['1x'] is None
+    assert accs['niah_multivalue']['4x'] is None and 0 <= accs['niah_multivalue']['2x'] <= 1
+    assert accs['niah_single']['1x'] == real(model, tok, 'niah_single', 128, 2, 2, 'cpu')
+    assert 'niah_multivalue at 1x skipped: 1x128 = 128 tokens, its documents need at least 147' in out
+    assert 'niah_single at 4x skipped: niah_single at 512 tokens needs about 9.0 GiB' in out
+
+
 def save_tiny_run(run_dir, tok, config=None, **kw):
     model = tiny_model(tok, **kw)
     os.makedirs(run_dir, exist_ok=True)
@@ -169,10 +190,11 @@ def main_here(*args):
 
 
 def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys, monkeypatch):
-    """eval_lengths.py on a transformer and a hybrid: each run's eval_lengths.json holds one row per
-    (task, multiple), each accuracy the one evaluate() gives that run's model on its own, the table
-    marks the task the run never trained on, and the plot is written. The Mamba2 kernels run op by
-    op (compiling them for each length took 8 s; tests/test_model.py checks them equal)."""
+    """eval_lengths.py on a transformer and a hybrid: each run's eval_lengths.json holds the length
+    eval train.py logs ({task: {'<m>x': accuracy}}), each accuracy the one evaluate() gives that run's
+    model on its own, the table marks the task the run never trained on, and the plot is written. The
+    Mamba2 kernels run op by op (compiling them for each length took 8 s; tests/test_model.py checks
+    them equal)."""
     monkeypatch.setattr(M, 'USE_COMPILE', False)
     a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
     save_tiny_run(a, tok, config={'tasks': 'niah_single'})
@@ -182,14 +204,16 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     out = capsys.readouterr().out
     for run in (a, b):
         res = json.load(open(os.path.join(run, 'eval_lengths.json')))
-        assert res['block_size'] == 128 and res['tokenizer'] == 'lengthgen'
-        assert {(r['task'], r['multiple'], r['length'], r['n']) for r in res['results']} == {
-            (t, m, 128 * m, 4) for t in ('niah_single', 'niah_multivalue') for m in (2, 4)}
+        assert res['block_size'] == 128 and res['tokenizer'] == 'lengthgen' and res['n'] == 4
+        assert {(t, m) for t, accs in res['length_eval'].items() for m in accs} == {
+            (t, f'{m}x') for t in ('niah_single', 'niah_multivalue') for m in (2, 4)}
         assert run in out
     model = E.load_run(a, 'cpu')[0]
-    for r in json.load(open(os.path.join(a, 'eval_lengths.json')))['results']:
-        assert r['trained'] == (r['task'] == 'niah_single')
-        assert r['accuracy'] == E.evaluate(model, tok, r['task'], r['length'], 4, 2, 'cpu'), r
+    res = json.load(open(os.path.join(a, 'eval_lengths.json')))
+    assert res['trained'] == ['niah_single']
+    for task, accs in res['length_eval'].items():
+        for m, acc in accs.items():
+            assert acc == E.evaluate(model, tok, task, 128 * int(m[:-1]), 4, 2, 'cpu'), (task, m)
     rows_a = [line for line in out.splitlines() if line.startswith(a)]
     assert [('(untrained)' in line) for line in rows_a] == [False, True]          # niah_single, niah_multivalue
     try:

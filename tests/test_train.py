@@ -426,7 +426,8 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
     ev = capsys.readouterr().out
     assert 'niah_single' in ev and 'untrained' not in ev
     res = json.load(open(os.path.join(out_dir, 'eval_lengths.json')))
-    assert [(r['task'], r['length']) for r in res['results']] == [('niah_single', 96), ('niah_single', 384)]
+    assert res['block_size'] == 96 and res['trained'] == ['niah_single']
+    assert list(res['length_eval']) == ['niah_single'] and list(res['length_eval']['niah_single']) == ['1x', '4x']
     # a second fresh run into the same out_dir would overwrite the checkpoint: refused, nothing lost
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
     one_line_error(run('config/niah_128.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
