@@ -77,7 +77,7 @@ def test_vpad_has_the_moments_and_structure_of_its_reference(eager):
     assert ((ref.var(0) / x.var(0) - 1).abs() < 5 * math.sqrt(2 / n) * 2).all()
 
 
-def test_vpad_identity_in_eval_and_at_p0():
+def test_vpad_identity_in_eval_and_at_p0(eager):
     x = shifted_normal(100, 8)
     assert vpad(x, 0.0) is x
     drop = M.Dropout(0.5, affine=True).eval()
