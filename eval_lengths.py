@@ -175,12 +175,13 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
-def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=False):
+def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
-    task's shortest document or would not fit in memory (each skip printed with its reason)."""
+    task's shortest document or would not fit in memory (each skip printed with its reason).
+    progress: the label of a progress bar (None: no bar)."""
     T, accs = model.config.block_size, {task: {} for task in tasks}
-    for task, m in tqdm([(t, m) for t in tasks for m in multiples], disable=not progress or None):
+    for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None):
         acc, shortest = None, sample_data.min_length(task, tok)
         if m * T < shortest:
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
@@ -205,7 +206,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
     t0 = time.time()
-    accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress)
+    accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run)
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}),
             'elapsed_s': round(time.time() - t0, 1), 'length_eval': accs}
@@ -260,7 +261,8 @@ def plot_results(records, path):
                    if a is not None]
             if pts:
                 ax.plot(*zip(*pts), marker='o', label=rec['run'])
-    panels = list(dict.fromkeys(task for rec in records for task in rec['length_eval']))
+    panels = list(dict.fromkeys(task for rec in records for task, accs in rec['length_eval'].items()
+                                if any(a is not None for a in accs.values())))
     if panels:
         plot_panels(panels, draw, path, 'length (tokens)', 'accuracy')
 
@@ -273,10 +275,11 @@ def check_args(cfg):
     for key in ('num_samples', 'batch_size'):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
-    if not cfg['tasks'].strip():
-        raise SystemExit("config error: tasks is empty: give task names, or 'trained' for the tasks each run trained on")
     try:
-        task_names = None if cfg['tasks'].strip() == 'trained' else sample_data.parse_tasks(cfg['tasks'])[0]
+        task_names = None if cfg['tasks'].strip() == 'trained' else sample_data.parse_tasks(cfg['tasks'], weighted=False)[0]
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}; or tasks=trained: the tasks each run trained on")
+    try:
         mults = parse_multiples('multiples', cfg['multiples'])
     except ValueError as e:
         raise SystemExit(f"config error: {e}")

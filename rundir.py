@@ -20,14 +20,13 @@ import sys
 import threading
 import time
 
-import torch
-
 LOCK = 'owner.lock'   # in a run dir (or a corpus being generated) while a process owns it: "<pid> <host>"
 HELD = set()          # this process's DirLocks, released at exit
 
 
 def pick_device(device):
     """'auto' -> 'cuda' or 'cpu'; anything unusable is a one-line error."""
+    import torch        # here and in the checkpoint functions, not at the top: sample_data.py needs no torch
     if device == 'auto':
         return 'cuda' if torch.cuda.is_available() else 'cpu'
     if device != 'cpu' and not device.startswith('cuda'):
@@ -94,6 +93,7 @@ def read_log(path, upto):
 def save_checkpoint(state, path):
     """torch.save into memory, then write_atomic: a full disk is then a plain OSError (ENOSPC),
     not torch's '[enforce fail at inline_container.cc] unexpected pos' from inside its zip writer."""
+    import torch
     buf = io.BytesIO()
     torch.save(state, buf)
     write_atomic(path, buf.getbuffer())
@@ -101,6 +101,7 @@ def save_checkpoint(state, path):
 
 def load_checkpoint(path, fix):
     """The checkpoint at path (tensors on the CPU); one line naming it and `fix` if it is unreadable."""
+    import torch
     try:
         return torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:

@@ -557,14 +557,16 @@ def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_
         np.zeros(1, dtype=np.uint8).tofile(f_mask)
     return n_rows * block_size + 1
 
-def parse_tasks(tasks, key='tasks'):
+def parse_tasks(tasks, key='tasks', weighted=True):
     """'niah_single,vt:2' -> (['niah_single', 'vt'], [1.0, 2.0]), or a ValueError naming the key: the
-    one check of task names, for every script that takes them."""
+    one check of task names, for every script that takes them (weighted=False: names only)."""
     names, weights = [], []
     for item in filter(None, map(str.strip, tasks.split(','))):
-        name, _, weight = item.partition(':')
+        name, colon, weight = item.partition(':')
         if name not in TASKS:
             raise ValueError(f"{key}={tasks!r}: unknown task '{name}'; choose from {', '.join(TASKS)}")
+        if colon and not weighted:
+            raise ValueError(f"{key}={tasks!r}: '{item}' has a weight; {key} takes task names only")
         try:
             weight = float(weight or 1)
         except ValueError:

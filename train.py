@@ -166,7 +166,7 @@ def check_config(cfg):
             if cfg['block_size'] < sample_data.min_length(t, tok):
                 raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
                                  f"({sample_data.min_length(t, tok)} tokens)")
-        eval_tasks = sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks')[0] if cfg['eval_tasks'].strip() else trained
+        eval_tasks = sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks', weighted=False)[0] if cfg['eval_tasks'].strip() else trained
         quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
         final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
         if cfg['steps_after_fit'] and 1 not in quick:

@@ -508,6 +508,10 @@ def test_cli_runs_and_a_refusal_is_one_line_on_stderr(tmp_path):
            "--num_tokens=2000", "--tasks=niah_multikey,json_kv"]
     r = subprocess.run([*run, "--data_seed=3"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+    # data generation loads no torch (rundir.py imports it only where a checkpoint or device needs it)
+    r2 = subprocess.run([sys.executable, "-c", "import sys, sample_data; print('torch' in sys.modules)"],
+                        capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r2.stdout.strip() == "False", r2.stderr
     meta = sd.load_meta(out)
     assert meta["tasks"] == {"niah_multikey": 1.0, "json_kv": 1.0} and meta["data_seed"] == 3
     r = subprocess.run([*run, "--data_seed=x"], capture_output=True, text=True, cwd=ROOT, timeout=60)

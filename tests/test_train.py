@@ -342,6 +342,7 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     ('--batch_size=-3', ['batch_size']),
     ('--out_dir=', ['out_dir']),
     ('--eval_tasks=niah_singel', ['eval_tasks', 'niah_singel']),
+    ('--eval_tasks=niah_single:2', ['eval_tasks', 'has a weight']),
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, words):
     data = tmp_path / 'data'
