@@ -693,3 +693,20 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
     # end to end: the message alone on stderr, no traceback (submitit's copy of sbatch's stderr swallowed)
     out = ablate(*args, check=False)
     assert out.returncode != 0 and out.stderr.strip() == msg, out.stderr
+
+
+def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(tmp_path):
+    """results/study_wd/deterioration.py: a run deteriorates when its 16x quick eval sits >= 0.2
+    below its running maximum since the fit for two evals in a row; one dip, or a dip before the
+    fit, does not count; unfinished runs are left out."""
+    def rec(it, acc16, fit=0, **extra):
+        return {'iter': it, 'length_eval': {'mqar': {'1x': 1.0, '16x': acc16}}, 'fit_iter': fit, **extra}
+    final = rec(99, 0.0, final=True)
+    write_log(str(tmp_path / 'none_wd' / 'seed1'), [rec(0, 1.0), rec(1, 0.75), rec(2, 0.8), final])      # two in a row
+    write_log(str(tmp_path / 'none_wd' / 'seed2'), [rec(0, 1.0), rec(1, 0.7), rec(2, 1.0), rec(3, 0.7), final])
+    write_log(str(tmp_path / 'none' / 'seed1'), [rec(0, 0.1, fit=None), rec(1, 1.0), rec(2, 0.7), final])
+    write_log(str(tmp_path / 'none' / 'seed2'), [rec(0, 1.0), rec(1, 0.1), rec(2, 0.1)])                 # not finished
+    out = subprocess.run([sys.executable, 'results/study_wd/deterioration.py', str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == 'deteriorate: none_wd 1 of 2, none 0 of 1; Fisher p = 1.000'
