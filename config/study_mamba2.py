@@ -6,8 +6,8 @@
 # steps at most) no dropout held 0.97 at 4x and fell to 0.77 at 8x and 0.16 at 16x.
 exec(open('config/study_sites.py').read())
 common = {'block_pattern': 'M', 'max_iters': 6000}      # Mamba2 fits later than attention (pilot: 2000-3250 steps)
-arms = {name: arms[name] for name in ('none', 'pre_linear', 'vpad', 'pre_norm')}   # pre_norm added after the
-# first three had run (same rule); python ablate.py config/study_mamba2.py --arms=none,pre_linear,vpad gives those
+# pre_norm was added after the first three arms had run, under the same rule
+arms = {name: arms[name] for name in ('none', 'pre_linear', 'vpad', 'pre_norm')}
 seeds = '1,2,3,4,5,6'
 out_dir = 'out/study_mamba2'
 results_dir = 'results/study_mamba2'   # summary (committed); checkpoints stay in out_dir
