@@ -3,15 +3,9 @@
 # paired by base run. The rule is study_mamba2's (>= 0.9 at 4x), fixed before these runs.
 #   python ablate.py config/study_mamba2.py --arms=none --workers=2     # the bases, if not done yet
 #   python ablate.py config/study_continue_mamba2.py --workers=2
-exec(open('config/study_mamba2.py').read())
-arms = {name: arms[name] for name in ('none', 'pre_linear', 'vpad', 'pre_norm')}
-common = {
-    'block_pattern': 'M',
-    'init_from': 'out/study_mamba2/none/seed{seed}',   # weights only: fresh optimizer and schedule
-    'max_iters': 1000,
-    'steps_after_fit': 0,
-    'warmup_iters': 50,
-    'learning_rate': 1e-3,
-}
+exec(open('config/study_continue.py').read())
+_continuation = common                                # study_continue's schedule: 1000 steps, fresh optimizer
+exec(open('config/study_mamba2.py').read())           # the Mamba2 model, its arms, seeds and rule
+common = {**_continuation, 'block_pattern': 'M', 'init_from': 'out/study_mamba2/none/seed{seed}'}
 out_dir = 'out/study_continue_mamba2'
 results_dir = 'results/study_continue_mamba2'   # summary (committed); checkpoints stay in out_dir
