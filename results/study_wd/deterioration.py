@@ -17,12 +17,14 @@ from ablate import fisher_exact  # noqa: E402
 MULTIPLE, DROP, CONSECUTIVE = '16x', 0.2, 2
 
 
-def deteriorates(records):
+def after_fit(records):
+    """The run's 16x accuracy at each quick eval from its fit on (the final eval has other multiples)."""
+    return [r['length_eval']['mqar'][MULTIPLE] for r in records if r.get('fit_iter') is not None and not r.get('final')]
+
+
+def deteriorates(accs):
     best, run = 0.0, 0
-    for rec in records:
-        if rec.get('fit_iter') is None or rec.get('final'):
-            continue                                 # before the fit; the final eval has other multiples
-        acc = rec['length_eval']['mqar'][MULTIPLE]
+    for acc in accs:
         best = max(best, acc)
         run = run + 1 if acc <= best - DROP else 0
         if run >= CONSECUTIVE:
@@ -37,9 +39,9 @@ for arm in ('none', 'none_wd'):
         records = [json.loads(line) for line in open(log)]
         if not any(r.get('final') for r in records):
             continue                                 # not finished
-        hit = deteriorates(records)
+        after = after_fit(records)
+        hit = deteriorates(after)
         counts.setdefault(arm, []).append(hit)
-        after = [r['length_eval']['mqar'][MULTIPLE] for r in records if r.get('fit_iter') is not None and not r.get('final')]
         print(f"{arm:8} {os.path.basename(os.path.dirname(log)):7} fit at {records[-1]['fit_iter']}, {len(after)} quick evals "
               f"after it: {MULTIPLE} min {min(after):.2f}, max {max(after):.2f}, last {after[-1]:.2f}"
               f"{'  deteriorates' if hit else ''}")
