@@ -15,9 +15,9 @@ dropout masks and batch order, never the corpus (that is data_seed). A string ov
 the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
 
 Rerunning the same command skips finished runs and resumes interrupted ones, so a long grid
-outlives a terminal. With --dry_run nothing is trained: it prints one train.py command per pending
-run (each run dir is independent: a scheduler's job array can run them anywhere) and summarizes
-what has finished.
+outlives a terminal. With --dry_run nothing is trained or written (but a missing corpus, which the
+runs would race to generate): it prints one train.py command per pending run (each run dir is
+independent: a scheduler's job array can run them anywhere) and the summary of the runs evaluated.
 
 With --launcher=slurm every pending run is submitted as a Slurm job (one job array, through
 submitit: `pip install submitit`) that runs the run's train.py command; its job id goes to
@@ -63,7 +63,7 @@ import time
 # -----------------------------------------------------------------------------
 base_config = 'config/vpad.py'   # the train.py config every run starts from
 arms = {}                  # arm name -> dict of train.py overrides; --arms=a,b trains only those
-                           # (the summary still covers every arm's finished runs)
+                           # (the summary, in out_dir, still covers every arm's finished runs)
 common = {}                # train.py overrides for every arm of the study
 seeds = '1,2,3'            # training seeds, comma-separated
 out_dir = 'out/ablate'     # run (arm, seed k) trains into out_dir/<arm>/seed<k>/
@@ -97,7 +97,8 @@ import torch  # noqa: E402
 from model import dropout_mismatch  # noqa: E402
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
-SCHEDULING = {'arms', 'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partition', 'slurm_gpus_per_run',
+# (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)
+SCHEDULING = {'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partition', 'slurm_gpus_per_run',
               'slurm_cpus_per_run', 'slurm_time_min', 'slurm_mem_gb', 'slurm_extra'}
 
 # train.py keys added after the first runs, at the value that does what the runs before them did
@@ -1169,9 +1170,9 @@ def grid_of(argv):
 
 def summary_dir(cfg, argv):
     """Where results.* go. A study config's results_dir holds the committed summary of that config's
-    own grid: a grid with any override of what it is (seeds, a train.py setting, out_dir, another
-    config file) sends its summary to out_dir instead. A summary that another grid wrote is never
-    replaced: refused here, before any run starts."""
+    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, out_dir,
+    another config file) sends its summary to out_dir instead. A summary that another grid wrote is
+    never replaced: refused here, before any run starts."""
     grid, out = grid_of(argv), cfg['results_dir'] or cfg['out_dir']
     if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
         print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['out_dir']}, "
@@ -1204,9 +1205,10 @@ def main(argv):
     cfg = configure(settings, own)
     extra = check_launcher(cfg)
     runs = plan(cfg, passed, selected, train_settings)
-    out = summary_dir(cfg, argv)
+    out = None if cfg['dry_run'] else summary_dir(cfg, argv)     # a dry run writes no summary, no eval cache
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
-    rundir.check_writable(out, 'results.json', rerun)
+    if out:
+        rundir.check_writable(out, 'results.json', rerun)
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run['state'] = state(run)
@@ -1227,7 +1229,7 @@ def main(argv):
         queued = launch(runs, cfg, extra)
         if cfg['eval_on'] != 'local':
             queued += launch_evals(runs, cfg, mults, extra)
-    compute = cfg['eval_on'] == 'local'          # else eval jobs computed it: the summary reads their caches
+    compute = cfg['eval_on'] == 'local' and not cfg['dry_run']   # else only cached evals are read (eval jobs wrote them)
     evaluate(runs, mults, cfg['num_samples'], compute)
     measure_mismatch(runs, compute)
     for run in runs:
@@ -1236,6 +1238,9 @@ def main(argv):
     find_fit(runs, cfg['fit_accuracy'])
     results = summarize(runs, cfg, argv)
     table = format_markdown(results)
+    if out is None:
+        print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')
+        return
     with rundir.writing(out, 'the summary', rerun):
         os.makedirs(out, exist_ok=True)
         rundir.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())

@@ -183,23 +183,29 @@ def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, caps
 
 def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
     """A committed summary (results_dir) changes only when its study config's own grid is rerun: a
-    smaller grid's summary goes to its out_dir, and a results_dir named for it is refused; the
-    refusal's advice works."""
+    dry run writes nothing, a subset of arms or any other smaller grid sends its summary to out_dir,
+    and a results_dir named for it is refused; the refusal's advice works."""
     results = tmp_path / 'results'
     cfg = study(tmp_path, results_dir=str(results))
-    ablate_here(cfg, '--dry_run')                                       # the study's own grid (nothing trained)
+    results.mkdir()                                                     # as committed by the study's own grid
+    (results / 'results.json').write_text(json.dumps({'command': f'python ablate.py {cfg}', 'arms': {'none': 1}}))
+    (results / 'results.md').write_text('the committed table\n')
     committed = {f: (results / f).read_bytes() for f in os.listdir(results)}
-    small = tmp_path / 'small'
-    ablate_here(cfg, '--dry_run', '--seeds=1', '--max_iters=3', f'--out_dir={small}')
-    assert f"its summary goes to {small}, not {results}" in capsys.readouterr().out
-    assert (small / 'results.json').exists()
-    msg = refused(cfg, '--dry_run', '--seeds=1', f'--results_dir={results}')
-    assert f"{results}/results.json summarizes another grid (`python ablate.py {cfg}`)" in msg, msg
+    for dry in (['--dry_run'], ['--dry_run', '--arms=none'], ['--dry_run', '--seeds=1', '--max_iters=3']):
+        ablate_here(cfg, *dry)
+        assert 'not written' in capsys.readouterr().out
+        assert {f: (results / f).read_bytes() for f in os.listdir(results)} == committed, dry
+        assert not (tmp_path / 'grid').exists(), dry                    # no run dir, no summary: only the corpus
+    ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')         # trains one run of one arm
+    assert f"its summary goes to {tmp_path / 'grid'}, not {results}" in capsys.readouterr().out
     assert {f: (results / f).read_bytes() for f in os.listdir(results)} == committed
-    ablate_here(cfg, '--dry_run', '--seeds=1', msg.split('e.g. ')[1])     # the advice: a place of its own
+    assert '--arms=wd' in json.load(open(tmp_path / 'grid' / 'results.json'))['command']
+    msg = refused(cfg, '--arms=none', f'--results_dir={results}')
+    assert f"{results}/results.json summarizes another grid (`python ablate.py {cfg}`)" in msg, msg
+    msg = refused(cfg, '--seeds=1', f'--results_dir={results}')
+    assert {f: (results / f).read_bytes() for f in os.listdir(results)} == committed
+    ablate_here(cfg, '--seeds=1', '--max_iters=2', msg.split('e.g. ')[1], '--arms=wd')  # the advice: a place of its own
     assert '--seeds=1' in json.load(open(tmp_path / 'grid' / 'results.json'))['command']
-    ablate_here(cfg, '--dry_run', '--workers=2')                        # how it is run does not make another grid
-    assert json.load(open(results / 'results.json'))['command'] == f'python ablate.py {cfg}'
     assert 'is a file' in refused(cfg, f'--out_dir={cfg}')
 
 
@@ -222,16 +228,19 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
     assert not (tmp_path / 'grid' / 'none').exists()
     capsys.readouterr()
+    before = sorted(p for p in (tmp_path / 'grid').rglob('*'))
     ablate_here(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
-    cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
+    out = capsys.readouterr().out
+    cmds = [line for line in out.splitlines() if line.startswith('python train.py')]
     assert len(cmds) == 1 and '--dropout_site=none' in cmds[0] and '--seed=1' in cmds[0]
-    assert not (tmp_path / 'grid' / 'none').exists()
-    assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[], [1]]
+    assert '| wd | 1 |' in out and 'Not finished yet (left out above): none seeds [1]' in out   # printed, not written
+    assert sorted(p for p in (tmp_path / 'grid').rglob('*')) == before
     subprocess.run(cmds[0].replace('python', sys.executable, 1), shell=True, cwd=ROOT, check=True,
                    capture_output=True, timeout=300)                   # as a scheduler would
     ablate_here(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
-    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
-    assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if line.startswith('python train.py')]
+    assert not (tmp_path / 'grid' / 'none' / 'seed1' / 'ablate_eval.json').exists()   # a dry run evaluates nothing
     ablate_here(cfg, '--arms=wd', '--max_iters=2', '--seeds=1')          # trains only wd; summarizes every arm
     assert '1 runs, 1 finished, 0 to train' in capsys.readouterr().out
     assert [a['seeds'] for a in json.load(open(tmp_path / 'grid' / 'results.json'))['arms'].values()] == [[1], [1]]
