@@ -16,9 +16,11 @@ processes. The loss is the mean over the answer tokens of the whole step. What t
 the masks of a step are seeded by (seed, step, micro-batch), so a resumed run continues exactly.
 Every eval_interval the checkpoint is written atomically, then val loss and a quick length eval go
 to out_dir/log.jsonl. The run has fit at the first quick eval whose 1x accuracy reaches fit_accuracy
-on every eval task (logged as fit_iter); with steps_after_fit it stops that many steps later, so runs
-that fit at different steps are compared after the same training past the fit. init_from='resume' continues out_dir's run; init_from=<run dir or ckpt.pt>
-starts from another run's weights with a fresh optimizer and this run's settings.
+on every eval task (logged as fit_iter); with steps_after_fit the learning rate stays constant until
+the fit and decays to min_lr over the steps_after_fit steps after it, where the run stops: runs that
+fit at different steps end after the same training past the fit. init_from='resume' continues
+out_dir's run; init_from=<run dir or ckpt.pt> starts from another run's weights with a fresh
+optimizer and this run's settings.
 """
 
 import json
@@ -83,7 +85,8 @@ dropout = 0.1              # the drop probability p
 dropout_site = 'vpad'      # 'none', 'pre_norm', 'pre_linear' or 'vpad'
 # AdamW
 learning_rate = 3e-3       # peak learning rate
-max_iters = 4000           # optimizer steps; with steps_after_fit the cap: a run not fit by then never fit
+max_iters = 4000           # optimizer steps; with steps_after_fit the cap on the search for the fit: a run not
+                           # fit by then never fit
 fit_accuracy = 0.95        # the run has fit at the first quick eval with 1x accuracy >= this on every eval task
 steps_after_fit = 1000     # stop this many steps after the fit, so runs compare after equal training past
                            # it (0 = always run max_iters); a run that never fits stops at max_iters
@@ -91,9 +94,10 @@ weight_decay = 0.0         # 0 = off (the paper: weight decay speeds up the loss
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
-decay_lr = True            # linear warmup, then cosine down to min_lr
+decay_lr = True            # linear warmup, then cosine down to min_lr (with steps_after_fit: constant until
+                           # the fit, then the cosine over the steps_after_fit steps after it)
 warmup_iters = 100         # steps of linear warmup
-lr_decay_iters = 0         # steps of the cosine; 0 = max_iters, so a longer run gets a full cosine
+lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
 min_lr = 1e-4              # the learning rate at the end of the cosine
 # length eval during training
 eval_tasks = ''            # tasks of the quick length eval, comma-separated ('' = the trained tasks)
@@ -240,16 +244,23 @@ def where_it_stands(argv, out_dir, saved_iter, world_size):
             f"of iter {saved_iter}, {os.path.join(out_dir, 'ckpt.pt')})")
 
 
-def get_lr(it, cfg):
-    # 1) linear warmup, 2) cosine down to min_lr over lr_decay_iters (0: max_iters), 3) min_lr after
-    decay_iters = cfg['lr_decay_iters'] or cfg['max_iters']
+def get_lr(it, cfg, fit_iter=None):
+    # 1) linear warmup; then with steps_after_fit (warmup-stable-decay): 2) constant until the fit,
+    # 3) cosine down to min_lr over the steps_after_fit steps after it, so every run ends at min_lr
+    # after the same decay however late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
     if not cfg['decay_lr']:
         return cfg['learning_rate']
     if it < cfg['warmup_iters']:
         return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
+    if cfg['steps_after_fit']:
+        if fit_iter is None or it <= fit_iter:
+            return cfg['learning_rate']
+        start, decay_iters = fit_iter, fit_iter + cfg['steps_after_fit']
+    else:
+        start, decay_iters = cfg['warmup_iters'], cfg['lr_decay_iters'] or cfg['max_iters']
     if it > decay_iters:
         return cfg['min_lr']
-    ratio = (it - cfg['warmup_iters']) / max(1, decay_iters - cfg['warmup_iters'])
+    ratio = (it - start) / max(1, decay_iters - start)
     return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
 
 
@@ -506,10 +517,11 @@ def length_eval(model, tok, tasks, multiples, cfg, procs):
 
 
 def stop_iter(cfg, fit_iter):
-    """max_iters, or steps_after_fit past the fit if that comes first."""
+    """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
+    decay after it, so a run that fits late still gets its whole decay."""
     if fit_iter is None or not cfg['steps_after_fit']:
         return cfg['max_iters']
-    return min(cfg['max_iters'], fit_iter + cfg['steps_after_fit'])
+    return fit_iter + cfg['steps_after_fit']
 
 
 def diverged(what, run, cfg):
@@ -546,7 +558,7 @@ def evaluate_and_log(run, cfg, procs, final, standing):
             print(f"fit at iter {run.iter_num}: 1x accuracy >= {cfg['fit_accuracy']}"
                   + (f"; stopping at iter {stop_iter(cfg, run.fit_iter)}" if cfg['steps_after_fit'] else ""))
         record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
-                  'lr': get_lr(run.iter_num, cfg), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+                  'lr': get_lr(run.iter_num, cfg, run.fit_iter), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
                   'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.fit_iter,
                   **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
         with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
@@ -660,7 +672,7 @@ def main(argv):
             t_last, iter_last = time.time(), run.iter_num   # the eval's time is not training time
         if run.iter_num >= stop_iter(cfg, run.fit_iter):
             break
-        lr = get_lr(run.iter_num, cfg)
+        lr = get_lr(run.iter_num, cfg, run.fit_iter)
         step = run.notes.get('init_iter', 0) + run.iter_num   # continued training does not replay its source's draws
         run.train_loss, n_step = train_step(model, run.optimizer, run.data['train'], cfg, procs, step, lr)
         if not math.isfinite(run.train_loss):

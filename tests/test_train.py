@@ -395,6 +395,8 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}        # the final multiples
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     assert ckpt['iter_num'] == 7 and ckpt['finished'] and ckpt['fit_iter'] == 4
+    lrs = [r['lr'] for r in records]            # constant after the warmup until the fit, then down to min_lr at the stop
+    assert lrs[1] == lrs[2] == 3e-3 > lrs[3] > lrs[4] and lrs[4] == pytest.approx(1e-4)   # niah_128's min_lr
     run(*args, '--init_from=resume')
     assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
     assert train.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
@@ -502,10 +504,29 @@ def test_seed_varies_training_but_not_the_corpus(data_dir, done_run, tmp_path):
 
 
 def test_lr_decay_follows_max_iters_unless_set():
-    cfg = dict(decay_lr=True, learning_rate=1.0, min_lr=0.0, warmup_iters=0, lr_decay_iters=0, max_iters=10000)
+    cfg = dict(decay_lr=True, learning_rate=1.0, min_lr=0.0, warmup_iters=0, lr_decay_iters=0, max_iters=10000,
+               steps_after_fit=0)
     assert train.get_lr(5000, cfg) == pytest.approx(0.5)
     assert train.get_lr(10000, cfg) == pytest.approx(0.0)
     assert train.get_lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
+
+
+def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_they_fit():
+    """Warmup-stable-decay: planted fits at 500 and at 3900 (max_iters 4000 caps the search for the
+    fit, not the decay): both hold the peak until the fit, then take the same 1000 decay steps and
+    stop at min_lr; a run that never fits stays at the peak to max_iters."""
+    cfg = dict(decay_lr=True, learning_rate=3e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=0, max_iters=4000,
+               steps_after_fit=1000)
+    schedules = []
+    for fit in (500, 3900):
+        assert train.get_lr(fit - 1, cfg, None) == train.get_lr(fit, cfg, fit) == 3e-3   # stable until the fit
+        stop = train.stop_iter(cfg, fit)
+        assert stop == fit + 1000
+        schedules.append([train.get_lr(it, cfg, fit) for it in range(fit, stop + 1)])
+        assert schedules[-1][-1] == pytest.approx(1e-4)                # ends at min_lr
+    assert schedules[0] == pytest.approx(schedules[1])                 # the same decay, step by step
+    assert train.stop_iter(cfg, None) == 4000 and train.get_lr(3999, cfg, None) == 3e-3
+    assert train.get_lr(50, cfg, None) < 3e-3                          # the warmup is unchanged
 
 
 def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir, done_run, tmp_path):
