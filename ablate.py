@@ -87,6 +87,7 @@ fit_accuracy = 0.95        # a run fits at its first quick eval with every task'
 extrap_multiple = 16       # the length (x block_size) where extrapolation is judged: one length fixed in advance, not the best of many
 extrap_threshold = 0.9     # a fit run extrapolates when its final-eval accuracy at extrap_multiple x is >= this (runs are near binary)
 extrap_task = ''           # the one task that decides it, fixed in advance; '' = the first of each run's eval tasks
+range_threshold = 0.5      # a run's range: the largest multiple with accuracy >= this there and at every shorter one
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
