@@ -14,6 +14,8 @@ import ablate as abl           # the module; ablate() below runs the script
 import rundir
 import train
 from ablate import main as ablate_main
+from study import launch, report, stats
+from study.runs import state
 from configurator import configure, settings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -284,113 +286,6 @@ def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
     assert out.returncode != 0 and out.stderr.strip() == refused(bad), out.stderr
 
 
-# --- the summary's statistics: reference values computed once with scipy 1.17.1 / statsmodels 0.15.0
-# in a throwaway virtualenv (scipy is not a dependency); the expressions that gave them are beside each.
-
-@pytest.mark.parametrize('table,p', [
-    ([[3, 0], [0, 3]], 0.10000000000000002),          # scipy.stats.fisher_exact(table).pvalue
-    ([[8, 2], [1, 5]], 0.034965034965034975),
-    ([[1, 9], [11, 3]], 0.0027594561852200836),
-    ([[6, 2], [1, 4]], 0.10256410256410256),
-    ([[4, 1], [0, 3]], 0.14285714285714288),
-    ([[2, 3], [3, 2]], 1.0),
-    ([[0, 5], [0, 3]], 1.0),
-])
-def test_fisher_exact_matches_scipy(table, p):
-    assert abl.fisher_exact(*table[0], *table[1]) == pytest.approx(p, rel=1e-12)
-
-
-def test_smallest_fisher_p_is_the_floor_of_small_tables():
-    # 3 vs 3 runs: even 3/3 vs 0/3 gives p = 0.1 (above); 4 vs 4: 2 / C(8, 4) = 0.0286
-    assert abl.smallest_fisher_p(3, 3) == pytest.approx(0.1)
-    assert abl.smallest_fisher_p(4, 4) == pytest.approx(2 / 70)
-
-
-@pytest.mark.parametrize('k,n,lo,hi', [
-    (0, 3, 0.0, 0.5614970317550454),               # scipy.stats.binomtest(k, n).proportion_ci(method='wilson')
-    (2, 3, 0.20765960080204782, 0.9385080552796038),
-    (7, 10, 0.39677814746114526, 0.892208732593699),
-    (3, 3, 0.4385029682449546, 1.0),
-])
-def test_wilson_matches_scipy(k, n, lo, hi):
-    assert abl.wilson(k, n) == pytest.approx([lo, hi], abs=1e-12)
-    assert abl.wilson(0, 0) is None
-
-
-def test_holm_on_a_known_vector():
-    # statsmodels.stats.multitest.multipletests(ps, method='holm')[1]; by hand: sorted 0.005*4, 0.01*3,
-    # 0.03*2, then 0.04*1 = 0.04 raised to the running maximum 0.06
-    assert abl.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert abl.holm([0.2, 0.5, 0.01]) == pytest.approx([0.4, 0.5, 0.03])
-    assert abl.holm([]) == []
-
-
-def test_t_interval_matches_scipy():
-    # scipy.stats.t.ppf(0.975, df) rounded to 3 places is the table; past df 30 a Cornish-Fisher expansion
-    assert abl.T975[0] == 12.706 and abl.T975[29] == 2.042
-    mean, ci = abl.mean_ci([0.62, 0.91, 0.75])
-    # scipy.stats.t.interval(0.95, 2, loc=mean, scale=scipy.stats.sem(xs)) = (0.39916, 1.12084); clipped at 1
-    assert mean == pytest.approx(0.76) and ci == pytest.approx([0.39916, 1.0], abs=1e-3)
-    assert abl.mean_ci([0.5]) == (0.5, None) and abl.mean_ci([]) == (None, None)
-    xs = [0.1 * (i % 7) for i in range(61)]                       # df 60: scipy t.ppf(0.975, 60) = 2.000298
-    m, sd = abl.mean_std(xs)
-    assert abl.mean_ci(xs)[1][0] == pytest.approx(m - 2.000298 * sd / math.sqrt(61), abs=1e-5)
-
-
-def test_permutation_test_exact_by_hand_and_against_scipy():
-    # by hand: pooled {3, 4, 1, 2} into pairs; |difference of means| per split: {3,4} 2, {3,1} 1, {3,2} 0,
-    # {4,1} 0, {4,2} 1, {1,2} 2: two of six splits reach the observed 2
-    p, method = abl.permutation_test([3, 4], [1, 2])
-    assert p == pytest.approx(1 / 3) and method == 'exact: all 6 splits'
-    # scipy.stats.permutation_test((x, y), lambda a, b: abs(mean(a) - mean(b)), permutation_type='independent',
-    #                              alternative='greater', n_resamples=np.inf).pvalue
-    assert abl.permutation_test([0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5])[0] == pytest.approx(0.11428571428571428)
-    assert abl.permutation_test([0.97, 0.99, 0.92, 1.0, 0.31], [0.12, 0.95, 0.40, 0.05])[0] == pytest.approx(0.10317460317460317)
-    # past max_exact: random splits with a fixed seed, near the exact p and the same on every call
-    x, y = [0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5]
-    p1, method = abl.permutation_test(x, y, max_exact=10)
-    assert method.startswith('Monte Carlo: 20,000') and p1 == abl.permutation_test(x, y, max_exact=10)[0]
-    assert p1 == pytest.approx(0.11428571428571428, abs=0.01)
-
-
-def test_sign_flip_test_exact_by_hand_and_against_scipy():
-    # by hand: d = (1, 2, 3); the 8 sums of ±1 ±2 ±3 are ±6, ±4, ±2, 0, 0: |sum| >= 6 in 2 of 8
-    p, method = abl.sign_flip_test([1, 2, 3])
-    assert p == pytest.approx(0.25) and method == 'exact: all 8 sign patterns'
-    # scipy.stats.permutation_test((x, y), lambda a, b: abs(mean(a - b)), permutation_type='samples',
-    #                              alternative='greater', n_resamples=np.inf).pvalue, d = x - y
-    x, y = [0.98, 0.91, 0.40, 0.99, 0.97], [0.30, 0.95, 0.35, 0.20, 0.10]
-    assert abl.sign_flip_test([a - b for a, b in zip(x, y)])[0] == pytest.approx(0.125)
-    p, method = abl.sign_flip_test([1, 2, 3], max_exact=4)
-    assert method.startswith('Monte Carlo') and p == pytest.approx(0.25, abs=0.01)
-
-
-def test_power_and_seeds_needed_match_enumeration_with_scipy():
-    # sum of binom.pmf(k1, n, p1) * binom.pmf(k2, n, p2) over the tables with scipy.stats.fisher_exact p <= 0.05
-    assert abl.power_fisher(0.9, 0.1, 7) == pytest.approx(0.8416400187883599, rel=1e-9)
-    assert abl.power_fisher(0.9, 0.1, 6) == pytest.approx(0.6590022518979999, rel=1e-9)
-    assert abl.power_fisher(0.8, 0.33, 19) == pytest.approx(0.8003413696903867, rel=1e-9)
-    assert abl.power_fisher(0.8, 0.33, 18) == pytest.approx(0.7774997834914577, rel=1e-9)
-    assert abl.power_fisher(0.7, 0.2, 12) == pytest.approx(0.6097799676960007, rel=1e-9)
-    assert abl.seeds_for_power(0.9, 0.1) == 7                    # a big effect: a few seeds
-    assert abl.seeds_for_power(0.8, 0.33) == 19                  # a smaller one: many more
-    assert abl.seeds_for_power(1.0, 0.0) == 4                    # 4/4 vs 0/4: p = 0.029; 3 vs 3 cannot
-    assert abl.seeds_for_power(0.5, 0.5) is None                 # no effect: no n suffices
-    assert abl.seeds_for_power(0.5, 0.45, n_max=20) == '>20'
-
-
-def test_fit_iter_from_train_py_note_or_from_the_quick_evals():
-    def rec(it, *accs, **extra):
-        return {'iter': it, 'length_eval': {f't{i}': {'1x': a, '4x': 0.0} for i, a in enumerate(accs)}, **extra}
-    old = [rec(0, 0.1, 0.2), rec(100, 0.96, 0.5), rec(200, 0.95, None), rec(300, 0.97, 0.99), rec(400, 0.5, 0.5)]
-    assert abl.fit_iter_of(old, 0.95) == 300        # every task at once; a skipped (None) point is not a fit
-    assert abl.fit_iter_of(old, 0.99) is None
-    assert abl.fit_iter_of([], 0.95) is None
-    # train.py's own note in the last record wins (it may have stopped the run after it)
-    assert abl.fit_iter_of(old + [rec(500, 0.1, 0.1, fit_iter=200, final=True)], 0.95) == 200
-    assert abl.fit_iter_of(old + [rec(500, 0.1, 0.1, fit_iter=None, final=True)], 0.95) is None
-
-
 def write_log(d, records):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, 'log.jsonl'), 'w') as f:
@@ -401,24 +296,13 @@ def write_log(d, records):
     ({'iter_num': 40, 'finished': True}, [0, 20, 40], 'done'),       # stopped steps_after_fit after its fit
     ({'iter_num': 40, 'finished': True}, [0, 20], 'partial'),        # its final record is not logged yet
     ({'iter_num': 40, 'finished': False}, [0, 20, 40], 'partial'),
-    ({'iter_num': 100}, [0, 50, 100], 'done'),                       # a checkpoint from before 'finished'
-    ({'iter_num': 40}, [0, 20, 40], 'partial'),
+    ({'iter_num': 100, 'finished': True}, [0, 50, 100], 'done'),     # ran to max_iters
 ])
 def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     cfg = {'max_iters': 100, 'dropout': 0.0}
     torch.save({'config': cfg, **saved}, tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': i} for i in logged])
-    assert abl.state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
-
-
-def test_state_reads_a_key_older_checkpoints_lack_as_the_value_before_it_came(tmp_path):
-    # a run trained before train.py had short_conv ran without it (0), whatever train.py's default is now (3)
-    assert train.short_conv != abl.BEFORE_THE_KEY['short_conv'] == 0
-    torch.save({'config': {'max_iters': 100}, 'iter_num': 100}, tmp_path / 'ckpt.pt')
-    write_log(tmp_path, [{'iter': 100}])
-    assert abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'short_conv': 0}, 'selected': True}) == 'done'
-    with pytest.raises(SystemExit, match='other settings'):
-        abl.state({'dir': str(tmp_path), 'cfg': {'max_iters': 100, 'short_conv': train.short_conv}, 'selected': True})
+    assert state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
 
 
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
@@ -445,39 +329,35 @@ def fake_run(tmp_path, arm, seed, acc_1x, acc_16x, log):
             'eval': {'block_size': 128, 'length_eval': {'niah_single': {'1x': acc_1x, '16x': acc_16x}}}}
 
 
-def old_log(fit_at):
-    """A log from before train.py noted fit_iter: quick evals every 100 steps, 1x reaching 1.0 at fit_at."""
-    return [{'iter': i, 'length_eval': {'niah_single': {'1x': 1.0 if fit_at is not None and i >= fit_at else 0.5}}}
-            for i in range(0, 501, 100)]
-
-
-def new_log(fit_iter):
-    return [{'iter': 0, 'length_eval': {'niah_single': {'1x': 0.5}}, 'fit_iter': None},
-            {'iter': 300, 'length_eval': {'niah_single': {'1x': 0.5}}, 'fit_iter': fit_iter, 'final': True}]
+def fit_log(fit_iter):
+    """train.py's log of a run that fit at fit_iter (None: never): each record notes the fit so far."""
+    return [{'iter': i, 'length_eval': {'niah_single': {'1x': 0.5}},
+             'fit_iter': fit_iter if fit_iter is not None and i >= fit_iter else None} for i in range(0, 301, 50)] + \
+           [{'iter': 300, 'length_eval': {'niah_single': {'1x': 0.5}}, 'fit_iter': fit_iter, 'final': True}]
 
 
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
-    runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.20, old_log(100)),
-            fake_run(tmp_path, 'none', 2, 1.0, 0.95, old_log(200)),
-            fake_run(tmp_path, 'none', 3, 1.0, 0.10, old_log(300)),
-            fake_run(tmp_path, 'vpad', 1, 1.0, 0.97, new_log(150)),
-            fake_run(tmp_path, 'vpad', 2, 1.0, 0.92, new_log(250)),
-            fake_run(tmp_path, 'vpad', 3, 0.5, 0.99, new_log(None)),   # never fit: its 0.99 must not count
-            fake_run(tmp_path, 'wd', 1, 1.0, 0.05, old_log(None)),     # never fit at all: not tested
+    runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.20, fit_log(100)),
+            fake_run(tmp_path, 'none', 2, 1.0, 0.95, fit_log(200)),
+            fake_run(tmp_path, 'none', 3, 1.0, 0.10, fit_log(300)),
+            fake_run(tmp_path, 'vpad', 1, 1.0, 0.97, fit_log(150)),
+            fake_run(tmp_path, 'vpad', 2, 1.0, 0.92, fit_log(250)),
+            fake_run(tmp_path, 'vpad', 3, 0.5, 0.99, fit_log(None)),   # never fit: its 0.99 must not count
+            fake_run(tmp_path, 'wd', 1, 1.0, 0.05, fit_log(None)),     # never fit at all: not tested
             {'arm': 'wd', 'seed': 2, 'dir': str(tmp_path / 'wd' / 'seed2'), 'state': 'new', 'tasks': ['niah_single']}]
-    abl.find_fit(runs, 0.95)
+    report.find_fit(runs)
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'num_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task')}
     cfg |= {'out_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
-    res = json.loads(json.dumps(abl.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
+    res = json.loads(json.dumps(report.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
     none, vpad, wd = (res['arms'][a] for a in ('none', 'vpad', 'wd'))
     assert (none['runs'], none['fit'], none['never_fit']) == (3, 3, [])
     assert none['steps_to_fit'] == {'per_seed': {'1': 100, '2': 200, '3': 300}, 'median': 200, 'min': 100, 'max': 300}
     assert none['extrapolates'] | {'ci95': None} == {'count': 1, 'of': 3, 'seeds': [2], 'not_measured': [], 'share': 1 / 3,
                                                      'ci95': None, 'interval': 'Wilson score'}
-    assert none['extrapolates']['ci95'] == pytest.approx(abl.wilson(1, 3))
+    assert none['extrapolates']['ci95'] == pytest.approx(stats.wilson(1, 3))
     # vpad seed 3 never fit: counted apart, out of the extrapolation counts and the mean at 16x
     assert (vpad['runs'], vpad['fit'], vpad['never_fit']) == (3, 2, [3])
     assert (vpad['extrapolates']['count'], vpad['extrapolates']['of'], vpad['extrapolates']['seeds']) == (2, 2, [1, 2])
@@ -486,19 +366,19 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert vpad['tasks']['niah_single']['16']['per_seed']['3'] == 0.99      # still in the per-seed accuracies
     v = vpad['vs_control']
     assert v['fisher']['table'] == [[2, 0], [1, 2]]
-    assert v['fisher']['p'] == pytest.approx(abl.fisher_exact(2, 0, 1, 2)) == pytest.approx(0.4)   # 4 / C(5, 2)
+    assert v['fisher']['p'] == pytest.approx(stats.fisher_exact(2, 0, 1, 2)) == pytest.approx(0.4)   # 4 / C(5, 2)
     assert v['fisher']['p_holm'] == pytest.approx(0.4)                     # the only arm tested
-    assert v['permutation']['p'] == pytest.approx(abl.permutation_test([0.97, 0.92], [0.2, 0.95, 0.1])[0])
+    assert v['permutation']['p'] == pytest.approx(stats.permutation_test([0.97, 0.92], [0.2, 0.95, 0.1])[0])
     assert v['permutation']['method'] == 'exact: all 10 splits'
     assert v['permutation']['p'] == pytest.approx(0.3)     # by hand: {.97,.92} .53, {.97,.95} .55, {.2,.1} .80 of 10 reach .53
     # both continue out/base/seed{seed}: paired over the seeds fit in both (1, 2), d = 0.77, -0.03: all 4 patterns reach it
     assert v['paired']['seeds'] == [1, 2] and v['paired']['p'] == pytest.approx(1.0)
     assert v['paired']['difference'] == pytest.approx((0.77 - 0.03) / 2)
-    assert v['power']['seeds_per_arm'] == abl.seeds_for_power(1.0, 1 / 3)
+    assert v['power']['seeds_per_arm'] == stats.seeds_for_power(1.0, 1 / 3)
     assert (wd['runs'], wd['fit'], wd['never_fit'], wd['pending_seeds']) == (1, 0, [1], [2])
     assert wd['vs_control']['fisher'] is None and wd['vs_control']['permutation'] is None
-    md = abl.format_markdown(res)
-    assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{abl.wilson(2, 2)[0]:.2f}, 1.00] |" in md
+    md = report.format_markdown(res)
+    assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
     assert 'Pre-registered rule: a run fits at the first quick eval where the 1x accuracy' in md
     assert 'at 16x on the run\'s first eval task is >= 0.9; control: none.' in md
@@ -511,17 +391,17 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert '| wd | 1 | 0 | - | - | - | - | - | no seed fit in both | - |' in md
     # a significant difference is stated as one, and an arm with other init_from is not paired
     cfg['arms']['wd'] = {'init_from': 'other/seed{seed}'}
-    runs = [fake_run(tmp_path, 'none', s, 1.0, 0.1, old_log(100)) for s in range(1, 6)] + \
-           [fake_run(tmp_path, 'wd', s, 1.0, 0.99, old_log(100)) for s in range(1, 6)]
-    abl.find_fit(runs, 0.95)
-    res = abl.summarize(runs, cfg, ['study.py'])
+    runs = [fake_run(tmp_path, 'none', s, 1.0, 0.1, fit_log(100)) for s in range(1, 6)] + \
+           [fake_run(tmp_path, 'wd', s, 1.0, 0.99, fit_log(100)) for s in range(1, 6)]
+    report.find_fit(runs)
+    res = report.summarize(runs, cfg, ['study.py'])
     assert res['arms']['wd']['vs_control']['paired'] is None
-    md = abl.format_markdown(res)
+    md = report.format_markdown(res)
     assert 'wd extrapolates more often than none (5/5 vs 0/5 fit runs; Fisher p = 0.008, 0.008 after Holm)' in md
     assert 'By the mean 16x accuracy of fit runs: wd is above none (difference +0.89, permutation p = 0.008)' in md
     # no control: outcomes, but no tests
-    res = abl.summarize(runs, cfg | {'control': ''}, ['study.py'])
-    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in abl.format_markdown(res)
+    res = report.summarize(runs, cfg | {'control': ''}, ['study.py'])
+    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
 
 
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
@@ -647,13 +527,13 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
 def test_train_job_resumes_when_the_run_dir_holds_a_checkpoint(tmp_path):
     run_dir = tmp_path / 'run'
     fresh, resumed = [sys.executable, '-c', 'print("fresh")'], [sys.executable, '-c', 'print("resumed")']
-    abl.train_job(fresh, resumed, str(run_dir), 1)
+    launch.train_job(fresh, resumed, str(run_dir), 1)
     (run_dir / 'ckpt.pt').write_bytes(b'')                   # a job requeued after a preemption finds one
-    abl.train_job(fresh, resumed, str(run_dir), 1)
+    launch.train_job(fresh, resumed, str(run_dir), 1)
     lines = (run_dir / 'train.log').read_text().splitlines()
     assert [l for l in lines if not l.startswith('$')] == ['fresh', 'resumed']
     with pytest.raises(subprocess.CalledProcessError):      # a failed train.py fails the job
-        abl.train_job([sys.executable, '-c', 'raise SystemExit(3)'], resumed, str(tmp_path / 'other'), 1)
+        launch.train_job([sys.executable, '-c', 'raise SystemExit(3)'], resumed, str(tmp_path / 'other'), 1)
 
 
 @pytest.mark.parametrize('args,words', [
@@ -677,7 +557,7 @@ def test_launchers_without_submitit_name_the_package(tmp_path, monkeypatch):
         assert f'--launcher={launcher} needs the submitit package' in msg and 'pip install submitit' in msg, msg
     assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
     cfg = configure(settings_of(vars(abl)) | {'arms': {}, 'common': {}}, [])
-    assert abl.check_launcher(cfg) == {}                                # the local launcher never imports it
+    assert launch.check_launcher(cfg) == {}                                # the local launcher never imports it
 
 
 def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatch):

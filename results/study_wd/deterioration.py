@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.getcwd())            # run from the repo root: ablate.py's Fisher test
-from ablate import fisher_exact  # noqa: E402
+sys.path.insert(0, os.getcwd())            # run from the repo root: the studies' Fisher test (no torch)
+from study.stats import fisher_exact  # noqa: E402
 
 MULTIPLE, DROP, CONSECUTIVE = '16x', 0.2, 2
 

@@ -1,0 +1,83 @@
+"""
+The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
+in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings that made it; eval jobs on
+a cluster write the same caches, which the summary then reads.
+"""
+
+import contextlib
+import io
+import json
+import os
+
+import torch
+
+import eval_lengths
+import rundir
+import sample_data
+from model import dropout_mismatch
+
+
+def cached(run, name, key, compute):
+    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it.
+    compute=None only reads what an eval job cached, whatever device its node had: -> None if absent."""
+    path = os.path.join(run['dir'], name)
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        same = (lambda k: k) if compute else (lambda k: {a: v for a, v in (k or {}).items() if a != 'device'})  # noqa: E731
+        if same(saved.get('key')) == same(key):
+            return saved['record']
+    if compute is None:
+        return None
+    record = compute()
+    with rundir.writing(path, f"the cached {name}", "rerun this command"):
+        rundir.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
+    return record
+
+
+def evaluate(runs, mults, n, compute=True):
+    """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings;
+    compute=False only reads what eval jobs cached (a run without it gets no 'eval')."""
+    for run in runs:
+        if run['state'] != 'done':
+            continue
+        tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
+        device = rundir.pick_device(run['cfg']['device'])
+        key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
+               'device': device.split(':')[0], 'record': 'length_eval'}   # older caches held a list of rows
+
+        def final_eval():
+            print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
+            with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
+                return eval_lengths.evaluate_run(run['dir'], tasks, mults, n, run['cfg']['eval_batch_size'], device)
+        record = cached(run, 'ablate_eval.json', key, final_eval if compute else None)
+        if record is not None:
+            run['eval'] = record
+
+
+MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
+
+
+MISMATCH_ROWS = 16   # validation rows per run for the mismatch; in its cache key (it fixes the rows for a corpus)
+
+
+def measure_mismatch(runs, compute=True):
+    """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
+    on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers; cached in the run dir
+    (ablate_mismatch.json; compute=False only reads it). `python model.py RUN_DIR` prints the per-layer values for every site."""
+    for run in runs:
+        if run['state'] != 'done':
+            continue
+
+        def mean_over_layers():               # the data is read only here: a cached run needs none
+            T = run['cfg']['block_size']
+            ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
+            idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= MISMATCH_ROWS, T)
+            with contextlib.redirect_stdout(io.StringIO()):
+                model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
+            rows = dropout_mismatch(model, idx)
+            return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
+        record = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS},
+                        mean_over_layers if compute else None)
+        if record is not None:
+            run['mismatch'] = record

@@ -1,0 +1,272 @@
+"""
+Cluster launchers: each pending run a submitit job (a Slurm job, or a process here for
+submitit_local) that runs the run's train.py command, so the child is the local path's. submitit
+is optional: ablate.py imports this module only for these launchers.
+"""
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+
+import torch
+
+import rundir
+from study.evals import evaluate, measure_mismatch
+from study.runs import command, last_progress, state
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
+
+LAUNCHERS = ('local', 'slurm', 'submitit_local')
+
+
+JOB_FILE = {'train': 'job.json', 'eval': 'eval_job.json'}   # in the run dir: the job that trains / evaluates it
+
+
+# Slurm states (sacct) of a job that may still run: such a run is not resubmitted, as two jobs would train one
+# run dir. UNKNOWN too: sacct failed, or does not list a job that new; a job purged from sacct needs its job.json deleted
+ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESIZING', 'SUSPENDED', 'COMPLETING',
+           'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}
+
+
+def check_launcher(cfg):
+    """The launcher settings, checked before anything is written; -> the sbatch options of slurm_extra."""
+    def fail(msg):
+        raise SystemExit(f"config error: {msg}")
+    launcher = cfg['launcher']
+    if launcher not in LAUNCHERS:
+        fail(f"unknown launcher {launcher!r}: local (train here, the default), slurm (a Slurm job per run, via "
+             f"submitit) or submitit_local (those jobs as processes here)")
+    if cfg['eval_on'] not in ('local', launcher):
+        fail(f"eval_on={cfg['eval_on']!r}: eval jobs go through the runs' launcher, so eval_on is 'local' (the "
+             f"default) or the launcher's name (--launcher={launcher})")
+    if launcher == 'local':
+        return {}
+    if launcher == 'slurm' and not cfg['slurm_partition']:
+        fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
+    for key, least in (('slurm_gpus_per_run', 0), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1), ('slurm_mem_gb', 0)):
+        if cfg[key] < least:
+            fail(f"{key}={cfg[key]} must be >= {least}")
+    extra = [kv.strip() for kv in cfg['slurm_extra'].split(',') if kv.strip()]
+    if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
+        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, e.g. account=abc,qos=high")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: pip install submitit") from None
+    return dict(kv.split('=', 1) for kv in extra)
+
+
+def train_job(fresh, resumed, run_dir, threads):
+    """A training job: the run's train.py command as train_grid starts it (cwd the repo root, output
+    appended to its train.log). Resumed if the run dir holds a checkpoint when the job starts, so a
+    job that Slurm requeues after a preemption continues the run (train.py refuses a fresh start there)."""
+    run_dir = os.path.join(ROOT, run_dir)
+    cmd = resumed if os.path.exists(os.path.join(run_dir, 'ckpt.pt')) else fresh
+    os.makedirs(run_dir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1',
+               RUNDIR_PARENT_PID=str(os.getpid()))            # the trainer ends with its job (rundir.die_with_parent)
+    with open(os.path.join(run_dir, 'train.log'), 'a') as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+        subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+
+
+def eval_job(run, mults, n, threads):
+    """An eval job: the final eval and the mismatch of one finished run, written to its dir's caches
+    exactly as the local path writes them; the summary then reads them."""
+    os.chdir(ROOT)                                         # the run dir may be relative to the repo root
+    torch.set_num_threads(threads)
+    run = dict(run, state='done')
+    evaluate([run], mults, n)
+    measure_mismatch([run])
+
+
+def submit(cfg, kind, calls, extra):
+    """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
+    sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
+    leaves out_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
+    if not calls:
+        return []
+    import submitit
+    folder = os.path.abspath(os.path.join(cfg['out_dir'], 'submitit'))
+    new = folder                                     # the outermost folder this submission creates, if any
+    while not os.path.exists(os.path.dirname(new)):
+        new = os.path.dirname(new)
+    new = None if os.path.exists(new) else new
+    before = set() if new else set(os.listdir(folder))
+    params = {'name': f"{os.path.basename(os.path.normpath(cfg['out_dir']))}_{kind}",
+              'timeout_min': cfg['slurm_time_min'], 'cpus_per_task': cfg['slurm_cpus_per_run']}
+    if cfg['slurm_gpus_per_run']:
+        params['gpus_per_node'] = cfg['slurm_gpus_per_run']
+    if cfg['slurm_mem_gb']:
+        params['mem_gb'] = cfg['slurm_mem_gb']
+    if cfg['launcher'] == 'slurm':
+        params['slurm_partition'] = cfg['slurm_partition']
+        if extra:
+            params['slurm_additional_parameters'] = extra
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's stderr, then raises it
+            executor = submitit.AutoExecutor(folder=folder, cluster='slurm' if cfg['launcher'] == 'slurm' else 'local')
+            executor.update_parameters(**params)
+            return executor.map_array({'train': train_job, 'eval': eval_job}[kind], *zip(*calls))
+    except Exception as e:
+        if new:
+            shutil.rmtree(new, ignore_errors=True)
+        elif os.path.isdir(folder):
+            for name in set(os.listdir(folder)) - before:
+                path = os.path.join(folder, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
+        msg = '; '.join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        raise SystemExit(f"{cfg['launcher']} refused the submission of {len(calls)} {kind} job(s): {msg}") from None
+
+
+def record_job(run, kind, job, cfg):
+    """<run dir>/job.json (eval_job.json): the job's id, written only once the submission succeeded."""
+    os.makedirs(run['dir'], exist_ok=True)
+    info = {'job_id': job.job_id, 'launcher': cfg['launcher'], 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
+            'folder': str(job.paths.folder)}
+    rundir.write_atomic(os.path.join(run['dir'], JOB_FILE[kind]), json.dumps(info, indent=1).encode())
+
+
+def recorded_job(run, kind):
+    """The submitit Job that job.json (eval_job.json) in the run dir names, or None."""
+    path = os.path.join(run['dir'], JOB_FILE[kind])
+    if not os.path.exists(path):
+        return None
+    import submitit
+    with open(path) as f:
+        info = json.load(f)
+    return (submitit.SlurmJob if info['launcher'] == 'slurm' else submitit.LocalJob)(info['folder'], info['job_id'])
+
+
+def local_alive(job):
+    """Is a local job started by an earlier ablate.py still running? Its id is its controller's pid;
+    /proc tells a live controller of this folder from a reused pid or a zombie."""
+    pid = int(job.job_id)
+    if not os.path.isdir('/proc'):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    return b'submitit.local._local' in cmdline and str(job.paths.folder).encode() in cmdline
+
+
+def job_state(job):
+    """Slurm's word for a job (sacct: PENDING, RUNNING, FAILED, PREEMPTED, ...) or, for a local job,
+    RUNNING / FINISHED / INTERRUPTED / ENDED; FINISHED once its function returned or raised."""
+    if job.paths.result_pickle.exists():
+        return 'FINISHED'
+    st = job.state
+    if st.startswith('NO PROCESS'):        # a LocalJob this process did not start
+        return 'RUNNING' if local_alive(job) else 'ENDED'
+    return st
+
+
+def is_running(st):
+    return (st.split() or ['UNKNOWN'])[0] in ACTIVE
+
+
+def dispatch(runs, cfg, kind, args_of, extra):
+    """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
+    record the new job ids. -> [(run, job)] of every job now queued or running."""
+    import submitit
+    jobs = {run['dir']: recorded_job(run, kind) for run in runs}
+    if any(isinstance(j, submitit.SlurmJob) for j in jobs.values()):
+        submitit.SlurmJob.watcher.update()           # one sacct for all of them (a fresh one, not the watcher's cache)
+    live, todo = [], []
+    for run in runs:
+        job, tag = jobs[run['dir']], f"[{run['arm']} seed {run['seed']}]"
+        st = job and job_state(job)
+        if st and is_running(st):
+            print(f"{tag} {kind} job {job.job_id} is {st}: not resubmitted"
+                  + (f" (if it is long gone, delete {run['dir']}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
+            live.append((run, job))
+        else:
+            if st:
+                print(f"{tag} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
+            todo.append(run)
+    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra)):
+        record_job(run, kind, job, cfg)
+        resumes = ', resumes from its checkpoint' if kind == 'train' and run['state'] == 'partial' else ''
+        print(f"[{run['arm']} seed {run['seed']}] submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
+              + ('train.log' if kind == 'train' else JOB_FILE[kind]))
+        live.append((run, job))
+    return live
+
+
+def wait_jobs(live, cfg, kind):
+    """Wait until none of the jobs is queued or running, saying which ended."""
+    if not live:
+        return
+    poll = 1 if cfg['launcher'] == 'submitit_local' else 30      # Slurm: sacct is asked less often still
+    print(f"waiting for {len(live)} {kind} job(s)")
+    t0 = last_status = time.time()
+    while live:
+        states = [job_state(job) for _, job in live]
+        for (run, job), st in zip(live, states):
+            if not is_running(st):
+                print(f"[{run['arm']} seed {run['seed']}] {kind} job {job.job_id} ended ({st}) after "
+                      f"{(time.time() - t0) / 60:.1f} min")
+        live = [p for p, st in zip(live, states) if is_running(st)]
+        if live:
+            time.sleep(poll)
+        if live and kind == 'train' and time.time() - last_status > 60:
+            last_status = time.time()
+            print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r, _ in live))
+
+
+def launch(runs, cfg, extra):
+    """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
+    checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
+    whose job is still queued or running (none after --wait)."""
+    seed_order = list(dict.fromkeys(r['seed'] for r in runs))          # seed by seed, as train_grid goes
+    pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'), key=lambda r: seed_order.index(r['seed']))
+    n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
+    print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
+          f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['out_dir'], 'submitit')})")
+    live = dispatch(pending, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
+                                                      cfg['slurm_cpus_per_run']), extra)
+    if not cfg['wait']:
+        return [run for run, _ in live]
+    wait_jobs(live, cfg, 'train')
+    for run in pending:
+        run['state'] = state(run)
+        if run['state'] != 'done':
+            job = recorded_job(run, 'train')
+            print(f"[{run['arm']} seed {run['seed']}] FAILED: its job {job.job_id} ended before the run finished; see "
+                  f"{run['dir']}/train.log and {job.paths.stderr}; rerun this command to resubmit it")
+    return []
+
+
+def launch_evals(runs, cfg, mults, extra):
+    """With eval_on=<launcher>: an eval job per finished run whose final eval or mismatch is not cached
+    yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
+    evaluate(runs, mults, cfg['num_samples'], compute=False)
+    measure_mismatch(runs, compute=False)
+    todo = [r for r in runs if r['state'] == 'done' and not ('eval' in r and 'mismatch' in r)]
+    slim = lambda r: {k: r[k] for k in ('arm', 'seed', 'dir', 'cfg', 'tasks')}  # noqa: E731
+    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['num_samples'], cfg['slurm_cpus_per_run']), extra)
+    if not cfg['wait']:
+        return [run for run, _ in live]
+    wait_jobs(live, cfg, 'eval')
+    evaluate(todo, mults, cfg['num_samples'], compute=False)
+    measure_mismatch(todo, compute=False)
+    for run, job in live:
+        if not ('eval' in run and 'mismatch' in run):
+            print(f"[{run['arm']} seed {run['seed']}] FAILED: its eval job {job.job_id} ended without writing the eval; "
+                  f"see {job.paths.stderr}; rerun this command to resubmit it")
+    return []

@@ -1,0 +1,353 @@
+"""
+A study's summary: per arm its per-seed accuracies, its outcomes under the pre-registered rule and
+its tests against the control (results.json), the same as markdown (results.md), and the plots
+(accuracy_vs_length.png, accuracy_vs_step.png; they need matplotlib).
+"""
+
+import os
+import shlex
+import statistics
+
+import eval_lengths
+import rundir
+from study.evals import MISMATCH, MISMATCH_ROWS
+from study.runs import SCHEDULING
+from study.stats import (TESTS, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
+                         sign_flip_test, smallest_fisher_p, wilson)
+
+
+def find_fit(runs):
+    """run['fit_iter'] of every finished run: train.py notes it in each log record (None: never fit)."""
+    for run in runs:
+        if run['state'] == 'done':
+            run['fit_iter'] = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf'))[-1]['fit_iter']
+
+
+def init_template(cfg, arm, study_argv):
+    """The init_from of an arm's runs with '{seed}' unfilled, as plan() builds it (later overrides win)."""
+    template = {**cfg['common'], **cfg['arms'][arm]}.get('init_from', '')
+    for a in study_argv:
+        if a.startswith('--init_from='):
+            template = a.split('=', 1)[1]
+    return template
+
+
+def arm_outcomes(per_seed, cfg):
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured)} of an arm's
+    finished runs -> its outcome counts and intervals. Never-fit runs are counted apart: a run that
+    did not learn the task says nothing about extrapolating it."""
+    fit = {s: o for s, o in per_seed.items() if o[0] is not None}
+    steps = {str(s): it for s, (it, _) in fit.items()}
+    accs = {s: a for s, (_, a) in fit.items() if a is not None}
+    extrap = [s for s, a in accs.items() if a >= cfg['extrap_threshold']]
+    mean, ci = mean_ci(list(accs.values()))
+    return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [s for s, o in per_seed.items() if o[0] is None],
+            'steps_to_fit': {'per_seed': steps, 'median': statistics.median(steps.values()) if steps else None,
+                             'min': min(steps.values(), default=None), 'max': max(steps.values(), default=None)},
+            'extrapolates': {'count': len(extrap), 'of': len(accs), 'seeds': extrap,
+                             'not_measured': [s for s in fit if s not in accs],   # the final eval skipped the point
+                             'share': len(extrap) / len(accs) if accs else None, 'ci95': wilson(len(extrap), len(accs)),
+                             'interval': 'Wilson score'},
+            'accuracy_at_extrap': {'multiple': cfg['extrap_multiple'], 'per_seed': {str(s): a for s, a in accs.items()},
+                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'}}
+
+
+def versus_control(arm, ctrl, paired):
+    """The tests of one arm against the control, over fit runs (Holm is applied across arms after)."""
+    e1, e0 = arm['extrapolates'], ctrl['extrapolates']
+    out = {'fisher': None, 'permutation': None, 'paired': None, 'power': None}
+    if e1['of'] and e0['of']:
+        table = [[e1['count'], e1['of'] - e1['count']], [e0['count'], e0['of'] - e0['count']]]
+        out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
+                         'p': fisher_exact(*table[0], *table[1]), 'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
+        n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
+        out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
+                        'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
+                                f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha {TESTS['alpha']}"}
+    x, y = arm['accuracy_at_extrap']['per_seed'], ctrl['accuracy_at_extrap']['per_seed']
+    if x and y:
+        p, method = permutation_test(list(x.values()), list(y.values()))
+        out['permutation'] = {'p': p, 'method': method,
+                              'difference': arm['accuracy_at_extrap']['mean'] - ctrl['accuracy_at_extrap']['mean']}
+    if paired:
+        both = [s for s in x if s in y]
+        p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
+        out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
+                         'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
+    return out
+
+
+def add_outcomes(arms_out, per_run, cfg, study_argv):
+    """Per arm its outcomes; per non-control arm its tests against the control, Fisher p Holm-corrected over those arms."""
+    for name, arm in arms_out.items():
+        arm.update(arm_outcomes(per_run.get(name, {}), cfg))
+    ctrl = arms_out.get(cfg['control'])
+    if ctrl is None:
+        return
+    paired_on = init_template(cfg, cfg['control'], study_argv)
+    tested = []
+    for name, arm in arms_out.items():
+        if name != cfg['control']:
+            template = init_template(cfg, name, study_argv)
+            arm['vs_control'] = versus_control(arm, ctrl, '{seed}' in template and template == paired_on)
+            if arm['vs_control']['fisher']:
+                tested.append(arm['vs_control']['fisher'])
+    for f, p in zip(tested, holm([f['p'] for f in tested])):
+        f['p_holm'] = p
+
+
+def run_outcome(run, cfg):
+    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval, or None)."""
+    task = cfg['extrap_task'] or run['tasks'][0]
+    acc = run['eval']['length_eval'].get(task, {}).get(f"{cfg['extrap_multiple']}x")
+    return run.get('fit_iter'), acc
+
+
+def summarize(runs, cfg, study_argv):
+    """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
+    outcomes under the pre-registered rule with the tests against the control."""
+    arms_out, per_run, primary = {}, {}, {}
+    for run in runs:
+        arm = arms_out.setdefault(run['arm'], {'overrides': cfg['arms'][run['arm']], 'seeds': [], 'pending_seeds': [],
+                                               'tasks': {}})
+        if 'eval' not in run:
+            arm['pending_seeds'].append(run['seed'])
+            continue
+        arm['seeds'].append(run['seed'])
+        per_run.setdefault(run['arm'], {})[run['seed']] = run_outcome(run, cfg)
+        primary.setdefault(run['arm'], {})[cfg['extrap_task'] or run['tasks'][0]] = None
+        if 'mismatch' in run:
+            arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
+        for task, accs in run['eval']['length_eval'].items():
+            for m, acc in accs.items():
+                if acc is not None:
+                    point = arm['tasks'].setdefault(task, {}).setdefault(m[:-1], {'per_seed': {}})
+                    point['per_seed'][str(run['seed'])] = acc
+                    point['length'] = int(m[:-1]) * run['eval']['block_size']
+    for arm in arms_out.values():
+        if arm.get('mismatch_per_seed'):
+            per_seed = list(arm['mismatch_per_seed'].values())
+            arm['mismatch'] = {k: sum(m[k] for m in per_seed) / len(per_seed) for k in MISMATCH}
+        for task in arm['tasks'].values():
+            for point in task.values():
+                point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+    add_outcomes(arms_out, per_run, cfg, study_argv)
+    for name, arm in arms_out.items():
+        arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
+    task = cfg['extrap_task'] or "the run's first eval task"
+    rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
+            'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'], **TESTS,
+            'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
+                   f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
+            'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
+                            f"is >= {cfg['extrap_threshold']}",
+            'tests': f"each arm against {cfg['control']!r}: two-sided Fisher exact test on extrapolates / fit but not "
+                     f"(Holm-corrected over the arms), two-sided permutation test of the mean accuracy at "
+                     f"{cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test over seeds fit in both where "
+                     f"both arms continue the same runs (init_from with '{{seed}}')" if cfg['control'] else 'none (control is empty)'}
+    # the command that regenerates these results: how the runs were scheduled does not matter
+    study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
+    return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
+            'common': cfg['common'], 'out_dir': cfg['out_dir'],
+            'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
+                     'num_samples': cfg['num_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
+            'rule': rule, 'arms': arms_out}
+
+
+def fmt_p(p):
+    return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def fmt_ci(x, ci):
+    return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
+
+def outcomes_table(results):
+    """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
+    rule, c = results['rule'], results['rule']['control']
+    m = rule['extrap_multiple']
+    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | {m}x accuracy "
+             f"of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | seeds for {rule['power']:.0%} power |",
+             '| --- |' + ' --- |' * 9]
+    for name, arm in results['arms'].items():
+        st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
+        steps = '-' if st['median'] is None else f"{st['median']:g} ({st['min']}..{st['max']})"
+        share = '-' if not ex['of'] else f"{ex['count']}/{ex['of']}, {fmt_ci(ex['share'], ex['ci95'])}"
+        tests = ['control'] + ['-'] * 3 if name == c else ['-'] * 4
+        v = arm.get('vs_control')
+        if v and v['fisher']:
+            tests[0] = f"{fmt_p(v['fisher']['p'])} ({fmt_p(v['fisher']['p_holm'])})"
+            n = v['power']['seeds_per_arm']
+            tests[3] = 'none: equal rates' if n is None else str(n)
+        if v and v['permutation']:
+            tests[1] = fmt_p(v['permutation']['p']) + (' (MC)' if v['permutation']['method'].startswith('Monte') else '')
+        if v and v['paired']:
+            both = v['paired']['seeds']
+            mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
+            tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
+        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | {fmt_ci(acc['mean'], acc['ci95'])} | "
+                     + ' | '.join(tests) + ' |')
+    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: fit runs "
+              f"that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t over fit runs. "
+              f"Fisher p: two-sided exact test of extrapolates / fit but not against {c or 'the control'}, raw "
+              f"(Holm-adjusted over the arms tested). Permutation p: two-sided, difference of the mean {m}x accuracy "
+              f"over fit runs, exact over all splits (MC: 20,000 random splits, seed 0). Paired p: sign-flip test over the "
+              f"seeds fit in both arms (exact up to 16 seeds), only where both continue the same runs ('-': not paired). "
+              f"Seeds for power: fit runs per arm the observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
+              f"{rule['alpha']}, exact; searched up to 200).", '']
+    return lines
+
+
+def what_tests_support(results):
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
+    rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
+    m = rule['extrap_multiple']
+    out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
+             for n, a in arms.items() if a['never_fit']]
+    if never:
+        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
+                   f"finished runs never fit ({'; '.join(never)}).")
+    if not c:
+        return ' '.join(out + ['No control is set, so nothing is tested.'])
+    if c not in arms or not arms[c]['extrapolates']['of']:
+        return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
+    k0, n0 = arms[c]['extrapolates']['count'], arms[c]['extrapolates']['of']
+    tested = {n: a['vs_control'] for n, a in arms.items() if n != c and a['vs_control']['fisher']}
+    untested = [n for n in arms if n != c and n not in tested]
+    if untested:
+        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
+    if not tested:
+        return ' '.join(out)
+    sig = [n for n, v in tested.items() if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
+    for n in sig:
+        e, f = arms[n]['extrapolates'], tested[n]['fisher']
+        out.append(f"{n} extrapolates {'more' if e['share'] > arms[c]['extrapolates']['share'] else 'less'} often than {c} "
+                   f"({e['count']}/{e['of']} vs {k0}/{n0} fit runs; Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
+    rest = [n for n in tested if n not in sig]
+    if rest:
+        best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
+        out.append(f"{'No other' if sig else 'No'} arm differs from {c} in how often it extrapolates at alpha {alpha} after "
+                   f"Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw "
+                   f"{fmt_p(tested[best]['fisher']['p'])}).")
+        floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
+        if floor:
+            out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {n0}: smallest possible p "
+                                   f"{fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
+                       + ": there the test could not have found a difference, whatever the effect.")
+    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"), ('paired', f"paired {m}x accuracy (seeds fit in both)")):
+        ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
+        if not ps:
+            continue
+        low = [n for n, p in ps.items() if p <= alpha]
+        if low:
+            out.append(f"By the {what}: " + '; '.join(
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {c} (difference "
+                f"{tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
+                + f", uncorrected for the {len(ps)} arm(s) tested.")
+        else:
+            best = min(ps, key=ps.get)
+            out.append(f"No arm differs from {c} by {what} at alpha {alpha} ({test} test; the smallest p, uncorrected, "
+                       f"is {fmt_p(ps[best])}, {best}).")
+    return ' '.join(out)
+
+
+def format_markdown(results):
+    mults = results['eval']['multiples']
+    lines = [f"`{results['command']}`", '',
+             f"Accuracy per length multiple: mean ± standard deviation over seeds, "
+             f"{results['eval']['num_samples']} held-out examples per point and seed.", '']
+    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**What the tests support**', '', what_tests_support(results), '']
+    tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
+    for task in tasks:
+        lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
+                  '| --- | --- |' + ' --- |' * len(mults)]
+        for name, arm in results['arms'].items():
+            cells = []
+            for m in mults:
+                p = arm['tasks'].get(task, {}).get(str(m))
+                cells.append('-' if p is None else f"{p['mean']:.2f}" + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
+            lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
+        # a mean over 2-3 seeds hides whether they agree: every seed's own row
+        lines += ['', 'Per seed:', '', '| arm | seed | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
+                  '| --- | --- |' + ' --- |' * len(mults)]
+        for name, arm in results['arms'].items():
+            for seed in arm['seeds']:
+                points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
+                mark = ' †' if seed in arm['never_fit'] else ''
+                lines.append(f"| {name} | {seed}{mark} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+        if any(a['never_fit'] for a in results['arms'].values()):
+            lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
+        lines.append('')
+    measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
+    if measured:
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over its linear layers and its "
+                  f"seeds ({MISMATCH_ROWS} validation rows, 8 masks; `python model.py RUN_DIR` gives it per layer and site): "
+                  "shift of the mean in eval standard deviations (0 = kept) and train/eval variance ratio "
+                  "(1 = kept), at the layers' inputs and at their outputs (pre-activations).", '',
+                  '| arm | input shift | input var ratio | pre-act shift | pre-act var ratio |',
+                  '| --- | --- | --- | --- | --- |']
+        lines += [f"| {n} | " + ' | '.join(f"{m[k]:.3f}" for k in MISMATCH) + ' |' for n, m in measured.items()]
+        lines.append('')
+    pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
+    if pending:
+        lines.append('Not finished yet (left out above): ' + '; '.join(f"{n} seeds {s}" for n, s in pending.items()))
+    return '\n'.join(lines) + '\n'
+
+
+def step_curves(runs):
+    """{arm: {task: {'<m>x': {iter: mean over the arm's seeds}}}} from each run's log.jsonl; an
+    iteration counts once every finished seed of the arm has logged it."""
+    per_run = {}
+    for run in runs:
+        path = os.path.join(run['dir'], 'log.jsonl')
+        if run['state'] != 'done' or not os.path.exists(path):
+            continue
+        for rec in rundir.read_log(path, float('inf')):
+            for task, accs in (rec.get('length_eval') or {}).items():
+                if isinstance(accs, dict):
+                    for m, a in accs.items():
+                        if a is not None:
+                            per_run.setdefault((run['arm'], task, m), {}).setdefault(rec['iter'], {})[run['seed']] = a
+    curves = {}
+    for (arm, task, m), by_iter in per_run.items():
+        n_seeds = max(len(v) for v in by_iter.values())
+        points = {it: sum(v.values()) / len(v) for it, v in sorted(by_iter.items()) if len(v) == n_seeds}
+        if len(points) > 1:         # the quick eval's multiples, not those measured only at the end
+            curves.setdefault(arm, {}).setdefault(task, {})[m] = points
+    return curves
+
+
+def plot(results, curves, out):
+    """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
+    run, so a mean with a band would hide them) and accuracy_vs_step.png (mean over seeds)."""
+    def by_length(ax, task):
+        for i, (name, arm) in enumerate(results['arms'].items()):
+            pts = sorted((int(m), p) for m, p in arm['tasks'].get(task, {}).items())
+            if not pts:
+                continue
+            xs, color = [m for m, _ in pts], f"C{i}"
+            for seed in pts[0][1]['per_seed']:
+                ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
+            medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
+            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{name} (median of {len(arm['seeds'])} seeds)")
+            ax.set_xticks(xs, [f"{m}x" for m in xs])
+            ax.minorticks_off()
+
+    def by_step(ax, panel):
+        task, m = panel.split(' at ')
+        for name, by_task in curves.items():
+            pts = by_task.get(task, {}).get(m)
+            if pts:
+                ax.plot(list(pts), list(pts.values()), marker='.', label=name)
+
+    tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
+    if tasks:
+        eval_lengths.plot_panels(tasks, by_length, os.path.join(out, 'accuracy_vs_length.png'),
+                                 'length (multiple of the training length)', 'accuracy (thin: one run each)')
+    panels = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
+                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, int(tm[1][:-1])))
+    if panels:
+        eval_lengths.plot_panels([f"{t} at {m}" for t, m in panels], by_step, os.path.join(out, 'accuracy_vs_step.png'),
+                                 'training step', 'accuracy (mean over seeds)', log2=False)

@@ -1,0 +1,59 @@
+"""
+One run of a study's grid: the train.py command that trains it and the state its run dir is in.
+A run is a dict made by ablate.plan: arm, seed, dir, argv (train.py's), cfg (the exact settings
+train.py will use), tasks (its eval tasks) and selected (trained by this grid, or only summarized).
+"""
+
+import os
+import sys
+
+import rundir
+
+# ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
+# (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)
+SCHEDULING = {'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partition', 'slurm_gpus_per_run',
+              'slurm_cpus_per_run', 'slurm_time_min', 'slurm_mem_gb', 'slurm_extra'}
+
+
+# settings that change how a run is executed or logged, not what it learns: a rerun may change them
+NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
+               'eval_iters', 'eval_tasks', 'eval_multiples', 'final_multiples', 'eval_samples', 'eval_batch_size'}
+
+
+def state(run):
+    """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
+    run with other settings (it would be mixed into this study's results), unless the run is not
+    selected: then it is 'other', left out of the summary."""
+    path = os.path.join(run['dir'], 'ckpt.pt')
+    if not os.path.exists(path):
+        return 'new'
+    ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
+    saved, wanted = ckpt['config'], run['cfg']
+    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k) != wanted[k]]
+    if differ and not run['selected']:
+        return 'other'
+    if differ:
+        raise SystemExit(f"{run['dir']} was trained with other settings ("
+                         + ", ".join(f"{k}={saved.get(k)!r}, study: {wanted[k]!r}" for k in differ[:4])
+                         + f"): pick another out_dir, or delete {run['dir']} to retrain it")
+    if not ckpt['finished']:
+        return 'partial'
+    last = ckpt['iter_num']                    # max_iters, or earlier for a run stopped steps_after_fit after its fit
+    logged = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), last) \
+        if os.path.exists(os.path.join(run['dir'], 'log.jsonl')) else []
+    return 'done' if any(r['iter'] == last for r in logged) else 'partial'
+
+
+def command(run, resume):
+    return [sys.executable, 'train.py', *run['argv'], *(['--init_from=resume'] if resume else [])]
+
+
+def last_progress(run):
+    """The last 'iter i/n' line of a running run's train.log, for the progress display."""
+    try:
+        with open(os.path.join(run['dir'], 'train.log'), 'rb') as f:
+            f.seek(max(0, os.path.getsize(f.name) - 4000))
+            lines = [l for l in f.read().decode(errors='replace').splitlines() if l.startswith('iter ')]
+        return lines[-1].split(',')[0] if lines else 'starting'
+    except OSError:
+        return 'starting'

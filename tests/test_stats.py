@@ -1,0 +1,99 @@
+"""study/stats.py against reference values computed once with scipy 1.17.1 / statsmodels 0.15.0 in a
+throwaway virtualenv (scipy is not a dependency); the expressions that gave them are beside each."""
+import math
+
+import pytest
+
+from study import stats
+
+
+@pytest.mark.parametrize('table,p', [
+    ([[3, 0], [0, 3]], 0.10000000000000002),          # scipy.stats.fisher_exact(table).pvalue
+    ([[8, 2], [1, 5]], 0.034965034965034975),
+    ([[1, 9], [11, 3]], 0.0027594561852200836),
+    ([[6, 2], [1, 4]], 0.10256410256410256),
+    ([[4, 1], [0, 3]], 0.14285714285714288),
+    ([[2, 3], [3, 2]], 1.0),
+    ([[0, 5], [0, 3]], 1.0),
+])
+def test_fisher_exact_matches_scipy(table, p):
+    assert stats.fisher_exact(*table[0], *table[1]) == pytest.approx(p, rel=1e-12)
+
+
+def test_smallest_fisher_p_is_the_floor_of_small_tables():
+    # 3 vs 3 runs: even 3/3 vs 0/3 gives p = 0.1 (above); 4 vs 4: 2 / C(8, 4) = 0.0286
+    assert stats.smallest_fisher_p(3, 3) == pytest.approx(0.1)
+    assert stats.smallest_fisher_p(4, 4) == pytest.approx(2 / 70)
+
+
+@pytest.mark.parametrize('k,n,lo,hi', [
+    (0, 3, 0.0, 0.5614970317550454),               # scipy.stats.binomtest(k, n).proportion_ci(method='wilson')
+    (2, 3, 0.20765960080204782, 0.9385080552796038),
+    (7, 10, 0.39677814746114526, 0.892208732593699),
+    (3, 3, 0.4385029682449546, 1.0),
+])
+def test_wilson_matches_scipy(k, n, lo, hi):
+    assert stats.wilson(k, n) == pytest.approx([lo, hi], abs=1e-12)
+    assert stats.wilson(0, 0) is None
+
+
+def test_holm_on_a_known_vector():
+    # statsmodels.stats.multitest.multipletests(ps, method='holm')[1]; by hand: sorted 0.005*4, 0.01*3,
+    # 0.03*2, then 0.04*1 = 0.04 raised to the running maximum 0.06
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.2, 0.5, 0.01]) == pytest.approx([0.4, 0.5, 0.03])
+    assert stats.holm([]) == []
+
+
+def test_t_interval_matches_scipy():
+    # scipy.stats.t.ppf(0.975, df) rounded to 3 places is the table; past df 30 a Cornish-Fisher expansion
+    assert stats.T975[0] == 12.706 and stats.T975[29] == 2.042
+    mean, ci = stats.mean_ci([0.62, 0.91, 0.75])
+    # scipy.stats.t.interval(0.95, 2, loc=mean, scale=scipy.stats.sem(xs)) = (0.39916, 1.12084); clipped at 1
+    assert mean == pytest.approx(0.76) and ci == pytest.approx([0.39916, 1.0], abs=1e-3)
+    assert stats.mean_ci([0.5]) == (0.5, None) and stats.mean_ci([]) == (None, None)
+    xs = [0.1 * (i % 7) for i in range(61)]                       # df 60: scipy t.ppf(0.975, 60) = 2.000298
+    m, sd = stats.mean_std(xs)
+    assert stats.mean_ci(xs)[1][0] == pytest.approx(m - 2.000298 * sd / math.sqrt(61), abs=1e-5)
+
+
+def test_permutation_test_exact_by_hand_and_against_scipy():
+    # by hand: pooled {3, 4, 1, 2} into pairs; |difference of means| per split: {3,4} 2, {3,1} 1, {3,2} 0,
+    # {4,1} 0, {4,2} 1, {1,2} 2: two of six splits reach the observed 2
+    p, method = stats.permutation_test([3, 4], [1, 2])
+    assert p == pytest.approx(1 / 3) and method == 'exact: all 6 splits'
+    # scipy.stats.permutation_test((x, y), lambda a, b: abs(mean(a) - mean(b)), permutation_type='independent',
+    #                              alternative='greater', n_resamples=np.inf).pvalue
+    assert stats.permutation_test([0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5])[0] == pytest.approx(0.11428571428571428)
+    assert stats.permutation_test([0.97, 0.99, 0.92, 1.0, 0.31], [0.12, 0.95, 0.40, 0.05])[0] == pytest.approx(0.10317460317460317)
+    # past max_exact: random splits with a fixed seed, near the exact p and the same on every call
+    x, y = [0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5]
+    p1, method = stats.permutation_test(x, y, max_exact=10)
+    assert method.startswith('Monte Carlo: 20,000') and p1 == stats.permutation_test(x, y, max_exact=10)[0]
+    assert p1 == pytest.approx(0.11428571428571428, abs=0.01)
+
+
+def test_sign_flip_test_exact_by_hand_and_against_scipy():
+    # by hand: d = (1, 2, 3); the 8 sums of ±1 ±2 ±3 are ±6, ±4, ±2, 0, 0: |sum| >= 6 in 2 of 8
+    p, method = stats.sign_flip_test([1, 2, 3])
+    assert p == pytest.approx(0.25) and method == 'exact: all 8 sign patterns'
+    # scipy.stats.permutation_test((x, y), lambda a, b: abs(mean(a - b)), permutation_type='samples',
+    #                              alternative='greater', n_resamples=np.inf).pvalue, d = x - y
+    x, y = [0.98, 0.91, 0.40, 0.99, 0.97], [0.30, 0.95, 0.35, 0.20, 0.10]
+    assert stats.sign_flip_test([a - b for a, b in zip(x, y)])[0] == pytest.approx(0.125)
+    p, method = stats.sign_flip_test([1, 2, 3], max_exact=4)
+    assert method.startswith('Monte Carlo') and p == pytest.approx(0.25, abs=0.01)
+
+
+def test_power_and_seeds_needed_match_enumeration_with_scipy():
+    # sum of binom.pmf(k1, n, p1) * binom.pmf(k2, n, p2) over the tables with scipy.stats.fisher_exact p <= 0.05
+    assert stats.power_fisher(0.9, 0.1, 7) == pytest.approx(0.8416400187883599, rel=1e-9)
+    assert stats.power_fisher(0.9, 0.1, 6) == pytest.approx(0.6590022518979999, rel=1e-9)
+    assert stats.power_fisher(0.8, 0.33, 19) == pytest.approx(0.8003413696903867, rel=1e-9)
+    assert stats.power_fisher(0.8, 0.33, 18) == pytest.approx(0.7774997834914577, rel=1e-9)
+    assert stats.power_fisher(0.7, 0.2, 12) == pytest.approx(0.6097799676960007, rel=1e-9)
+    assert stats.seeds_for_power(0.9, 0.1) == 7                    # a big effect: a few seeds
+    assert stats.seeds_for_power(0.8, 0.33) == 19                  # a smaller one: many more
+    assert stats.seeds_for_power(1.0, 0.0) == 4                    # 4/4 vs 0/4: p = 0.029; 3 vs 3 cannot
+    assert stats.seeds_for_power(0.5, 0.5) is None                 # no effect: no n suffices
+    assert stats.seeds_for_power(0.5, 0.45, n_max=20) == '>20'
