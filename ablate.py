@@ -8,9 +8,9 @@ evaluated on the same held-out examples and the grid summarized.
     python ablate.py config/ablate_sites.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs, via submitit
 
 A study config sets `base_config` (a train.py config), `arms` (name -> train.py overrides),
-`common` (overrides for every arm), `seeds` and `out_dir`. Any other --key=value that train.py knows
-is passed to every run; `multiples` and `num_samples` set the final eval (eval_lengths.py's names).
-Run (arm, seed k) trains into out_dir/<arm>/seed<k>/ with --seed=k: seeds vary initial weights,
+`common` (overrides for every arm), `seeds` and `grid_dir`. Any other --key=value that train.py knows
+is passed to every run; `multiples` and `eval_samples` set the final eval (eval_lengths.py's names; a
+run's quick eval is set in `common`). Run (arm, seed k) trains into grid_dir/<arm>/seed<k>/ with --seed=k: seeds vary initial weights,
 dropout masks and batch order, never the corpus (that is data_seed). A string override may name
 the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
 
@@ -21,13 +21,13 @@ independent: a scheduler's job array can run them anywhere) and the summary of t
 
 With --launcher=slurm every pending run is submitted as a Slurm job (one job array, through
 submitit: `pip install submitit`) that runs the run's train.py command; its job id goes to
-<run dir>/job.json, submitit's logs to out_dir/submitit/. The command returns, or with --wait waits
+<run dir>/job.json, submitit's logs to grid_dir/submitit/. The command returns, or with --wait waits
 for the jobs. A rerun skips finished runs and runs whose job is still queued or running, resubmits
 the others (a run with a checkpoint resumes from it) and summarizes what has finished.
 --eval_on=slurm makes each finished run's final eval a job too (it writes the eval the summary
 reads). --launcher=submitit_local runs the same jobs as processes on this machine.
 
-The summary goes to results_dir (default: out_dir): results.json (per arm its overrides; per task
+The summary goes to results_dir (default: grid_dir): results.json (per arm its overrides; per task
 and length multiple the per-seed accuracies, mean and standard deviation; the train-vs-eval
 mismatch at the arm's dropout site; its outcomes under the pre-registered rule below and their
 exact tests against the control arm), results.md, accuracy_vs_length.png and accuracy_vs_step.png
@@ -57,11 +57,11 @@ import time
 # -----------------------------------------------------------------------------
 base_config = 'config/vpad.py'   # the train.py config every run starts from
 arms = {}                  # arm name -> dict of train.py overrides; --arms=a,b trains only those
-                           # (the summary, in out_dir, still covers every arm's finished runs)
+                           # (the summary, in grid_dir, still covers every arm's finished runs)
 common = {}                # train.py overrides for every arm of the study
 seeds = '1,2,3'            # training seeds, comma-separated
-out_dir = 'out/ablate'     # run (arm, seed k) trains into out_dir/<arm>/seed<k>/
-results_dir = ''           # where results.* and the plots go; '' = out_dir
+grid_dir = 'out/ablate'    # the grid's root: run (arm, seed k) trains into grid_dir/<arm>/seed<k>/
+results_dir = ''           # where results.* and the plots go; '' = grid_dir
 workers = 1                # runs trained at a time; the CPU threads are split between them
 dry_run = False            # print the train.py command of each pending run, train nothing
 launcher = 'local'         # local: train here, `workers` at a time; slurm: a Slurm job per pending run (via submitit); submitit_local: those jobs as processes here
@@ -74,7 +74,7 @@ slurm_time_min = 60        # time limit per job, minutes (submitit_local enforce
 slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
 slurm_extra = ''           # other sbatch options, comma-separated key=value, e.g. account=abc,qos=high
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
-num_samples = 100          # held-out examples per task and length in the final eval
+eval_samples = 100         # held-out examples per task and length in the final eval
 # the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
 control = 'none'           # the arm every other arm is tested against; '' = no tests
 fit_accuracy = 0.95        # a run fits at its first quick eval with every task's 1x accuracy >= this (an unfit run says nothing of length)
@@ -113,6 +113,9 @@ def split_argv(argv, study_keys, train_keys):
             selected = [a for a in arg.split('=', 1)[1].split(',') if a.strip()] if '=' in arg else []
         elif key is None or key in study_keys or key in ('help', ''):
             own.append(arg)
+        elif key == 'out_dir':
+            raise SystemExit("config error: ablate.py trains run (arm, seed k) into grid_dir/<arm>/seed<k>: "
+                             f"give the grid's root as --grid_dir={arg.split('=', 1)[-1]}, not --out_dir")
         elif key in train_keys:
             passed.append(arg)                # '{seed}' in it is filled in per run, as in a config's overrides
         else:
@@ -141,9 +144,9 @@ def plan(cfg, passed, selected, train_settings):
         fail(f"seeds={cfg['seeds']!r}: give integers separated by commas, e.g. --seeds=1,2,3")
     if not os.path.isfile(cfg['base_config']):
         fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
-    if cfg['workers'] < 1 or cfg['num_samples'] < 1:
-        fail("workers and num_samples must be positive")
-    for k in ('out_dir', 'results_dir'):
+    if cfg['workers'] < 1 or cfg['eval_samples'] < 1:
+        fail("workers and eval_samples must be positive")
+    for k in ('grid_dir', 'results_dir'):
         if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
             fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
     try:
@@ -168,7 +171,7 @@ def plan(cfg, passed, selected, train_settings):
             fail(f"arm '{arm}': fit_accuracy is the study's pre-registered fit rule: set it once, at the top of the "
                  f"study config, not in common or an arm")
         for seed in seed_list:
-            run_dir = os.path.join(cfg['out_dir'], arm, f'seed{seed}')
+            run_dir = os.path.join(cfg['grid_dir'], arm, f'seed{seed}')
             argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed),
                     *(p.replace('{seed}', str(seed)) for p in passed), *fit_rule, f'--seed={seed}', f'--out_dir={run_dir}']
             try:  # the exact settings train.py will use, checked as train.py checks them
@@ -204,16 +207,8 @@ def prepare_data(runs):
     """Generate each corpus once, here, before the runs start: parallel runs would race to write it
     (and another ablate.py generating it is waited for)."""
     for run in runs:
-        c = run['cfg']
-        meta = os.path.join(c['data_dir'], 'meta.json')
-
-        def generate():
-            print(f"generating {c['data_dir']} ({c['tasks']}, {c['num_tokens']:,} tokens)")
-            sample_data.prepare(c['data_dir'], c['block_size'], c['num_tokens'], tasks=c['tasks'],
-                                data_seed=c['data_seed'], tokenizer=c['tokenizer'], min_doc_len=c['min_doc_len'])
-        if run['selected'] and run['state'] != 'done' and not os.path.exists(meta):
-            with rundir.writing(c['data_dir'], 'the corpus', "rerun this command (or point data_dir elsewhere)"):
-                rundir.make_once(c['data_dir'], lambda: os.path.exists(meta), generate)
+        if run['selected'] and run['state'] != 'done':
+            sample_data.make_corpus(run['cfg'], "rerun this command (or point data_dir elsewhere)")
 
 
 def train_grid(runs, workers, then):
@@ -316,21 +311,21 @@ def grid_of(argv):
 
 def summary_dir(cfg, argv):
     """Where results.* go. A study config's results_dir holds the committed summary of that config's
-    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, out_dir,
-    another config file) sends its summary to out_dir instead. A summary that another grid wrote is
+    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, grid_dir,
+    another config file) sends its summary to grid_dir instead. A summary that another grid wrote is
     never replaced: refused here, before any run starts."""
-    grid, out = grid_of(argv), cfg['results_dir'] or cfg['out_dir']
+    grid, out = grid_of(argv), cfg['results_dir'] or cfg['grid_dir']
     if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
-        print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['out_dir']}, "
+        print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
               f"not {cfg['results_dir']}")
-        out = cfg['out_dir']
+        out = cfg['grid_dir']
     path = os.path.join(out, 'results.json')
-    if os.path.normpath(out) != os.path.normpath(cfg['out_dir']) and os.path.isfile(path):
+    if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
         with open(path) as f:
             command = json.load(f).get('command', '')
         if grid_of(shlex.split(command)[2:]) != grid:
             raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
-                             f"its own place, e.g. --results_dir={cfg['out_dir']}")
+                             f"its own place, e.g. --results_dir={cfg['grid_dir']}")
     return out
 
 
@@ -366,7 +361,7 @@ def main(argv):
     if cfg['dry_run']:
         pending = [r for r in runs if r['selected'] and r['state'] != 'done']
         print(f"# {len(pending)} pending of {sum(r['selected'] for r in runs)} runs; each is independent (run them in any order, anywhere "
-              f"that sees {cfg['out_dir']}), then rerun this command without --dry_run to summarize")
+              f"that sees {cfg['grid_dir']}), then rerun this command without --dry_run to summarize")
         for run in pending:
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
@@ -379,7 +374,7 @@ def main(argv):
         if cfg['eval_on'] != 'local':
             queued += launch.launch_evals(runs, cfg, mults, extra)
     compute = cfg['eval_on'] == 'local' and not cfg['dry_run']   # else only cached evals are read (eval jobs wrote them)
-    evaluate(runs, mults, cfg['num_samples'], compute)
+    evaluate(runs, mults, cfg['eval_samples'], compute)
     measure_mismatch(runs, compute)
     for run in runs:
         if run['state'] == 'done' and not ('eval' in run and 'mismatch' in run):

@@ -57,7 +57,7 @@ def report(times, base, unit=1000, label='ms'):
               f"   {statistics.median(ratios):5.2f}x {base} [{min(ratios):.2f}-{max(ratios):.2f}]")
 
 
-def train_step(cfg, batch, T, answers_only):
+def timed_step(cfg, batch, T, answers_only):
     """A closure running one training step (forward, backward, AdamW) of a fresh model on fixed data.
     answers_only: targets on the last 1/8 of each row, as loss_on='answers' leaves few targets."""
     torch.manual_seed(0)
@@ -80,7 +80,7 @@ def bench_sites(rounds=6):
     """Training step per dropout site: the transformer at 4 layers, width 128, 16 x 256 tokens."""
     print("\n== training step per dropout site: transformer, 4 layers, width 128, 16 x 256 tokens, "
           f"dropout 0.1, {rounds} alternating rounds ==")
-    steps = {site: train_step(dict(vocab_size=2048, dropout=0.1, dropout_site=site, **TRANSFORMER), 16, 256, False)
+    steps = {site: timed_step(dict(vocab_size=2048, dropout=0.1, dropout_site=site, **TRANSFORMER), 16, 256, False)
              for site in SITES}
     report(alternating(steps, rounds), 'none')
 
@@ -90,7 +90,7 @@ def bench_mamba(rounds=6):
     for batch, T, vocab in ((32, 128, 1310), (16, 256, 2048)):
         print(f"\n== training step, Mamba2 vs transformer: 4 layers, width 128, {batch} x {T} tokens, vocab {vocab}, "
               f"vpad 0.1, targets on the last 1/8 of each row, {rounds} alternating rounds ==")
-        steps = {name: train_step(dict(vocab_size=vocab, dropout=0.1, dropout_site='vpad', **arch), batch, T, True)
+        steps = {name: timed_step(dict(vocab_size=vocab, dropout=0.1, dropout_site='vpad', **arch), batch, T, True)
                  for name, arch in (('transformer', TRANSFORMER), ('mamba2', MAMBA2))}
         report(alternating(steps, rounds), 'transformer')
 

@@ -2,8 +2,8 @@
 Synthetic retrieval accuracy at growing lengths: does a model trained at length T still find the
 needle at 2T, 4T, ... 64T?
 
-    python eval_lengths.py --out_dir=out/vpad                        # one run, the tasks it trained on
-    python eval_lengths.py --out_dir=out/none,out/pre_norm,out/vpad  # an ablation, side by side
+    python eval_lengths.py --out_dirs=out/vpad                        # one run, the tasks it trained on
+    python eval_lengths.py --out_dirs=out/none,out/pre_norm,out/vpad  # an ablation, side by side
 
 Lengths count like training documents: an example of length L has exactly L tokens including its
 answer and the end marker, so 1x (L = block_size) is the longest document seen in training and a
@@ -35,11 +35,11 @@ import rundir
 import sample_data
 
 # -----------------------------------------------------------------------------
-out_dir = 'out/vpad'        # a run dir with ckpt.pt, or several separated by commas
+out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas
 tasks = 'trained'           # comma-separated tasks, or 'trained': the tasks each run was trained on
 multiples = '1,2,4,8,16,32,64'   # lengths, as multiples of each run's training length
-num_samples = 50            # examples per (task, length)
-batch_size = 8              # examples per forward pass
+eval_samples = 100          # held-out examples per task and length: the final eval (train.py's quick eval has 32)
+eval_batch_size = 8         # examples per forward pass
 device = 'auto'             # 'cpu', 'cuda', 'cuda:1', ... or 'auto'
 seed = 0                    # the evaluation seed stream (sample_data keeps it apart from training)
 absent_key = False          # the key probe: ask for keys the prompt never mentions (niah_single, mqar);
@@ -63,7 +63,7 @@ def load_run(run_dir, device):
     """-> (model in eval mode, tokenizer, checkpoint's config dict) from run_dir/ckpt.pt."""
     path = os.path.join(run_dir, 'ckpt.pt')
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise SystemExit(f"out_dir={run_dir!r} is a file, not a run dir: give the folder train.py wrote")
+        raise SystemExit(f"{run_dir!r} is a file, not a run dir: give the folder train.py wrote")
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py --out_dir={run_dir}")
     # a checkpoint that does not load cannot be retrained in place (train.py keeps a run dir's checkpoint)
@@ -159,7 +159,7 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
-                          f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower batch_size or the multiples")
+                          f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower eval_batch_size or the multiples")
     need, have = examples_bytes(n, length), available_bytes('cpu')
     if need > 0.8 * have:
         raise MemoryError(f"{n} examples of {task} at {length} tokens need about {need / 2**30:.1f} GiB, and "
@@ -269,10 +269,10 @@ def plot_results(records, path):
 
 def check_args(cfg):
     """-> (runs, task names or None for 'trained', multiples); one-line errors for bad input."""
-    runs = [r.strip() for r in cfg['out_dir'].split(',') if r.strip()]
+    runs = [r.strip() for r in cfg['out_dirs'].split(',') if r.strip()]
     if not runs:
-        raise SystemExit("config error: out_dir is empty: give a run dir, e.g. --out_dir=out/vpad")
-    for key in ('num_samples', 'batch_size'):
+        raise SystemExit("config error: out_dirs is empty: give a run dir, e.g. --out_dirs=out/vpad")
+    for key in ('eval_samples', 'eval_batch_size'):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
     try:
@@ -297,12 +297,12 @@ def main(argv):
                                          "and evaluate the copy")
     records = []
     for run in runs:
-        rec = evaluate_run(run, task_names, mults, cfg['num_samples'], cfg['batch_size'], dev, cfg['seed'],
+        rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
                            absent_key=cfg['absent_key'])
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
-    print(f"\naccuracy by length (multiples of each run's training length; {cfg['num_samples']} examples per point)")
+    print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per point)")
     print(format_table(records, mults))
     if cfg['plot']:
         plot_results(records, os.path.join(runs[0], 'eval_lengths.png'))

@@ -300,11 +300,9 @@ class Mamba2(nn.Module):
         dt = torch.exp(torch.empty(self.n_heads).uniform_(math.log(1e-3), math.log(1e-1))).clamp(min=1e-4)
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))          # inverse softplus
         self.D = nn.Parameter(torch.ones(self.n_heads))
-        # Drawn before A_log, registered after D: the random draws and the parameter order (hence the
-        # optimizer state's) of the nn.Conv1d these were, so a seed gives the same model as before and
-        # an old checkpoint resumes; _rename_conv1d maps its names conv1d.weight, conv1d.bias.
+        # drawn before A_log, registered after D: the random draws and the parameter order of an
+        # nn.Conv1d, as in mamba2_simple, so a seed gives the same model as that layout would
         self.conv1d_weight, self.conv1d_bias = nn.Parameter(conv_weight), nn.Parameter(conv_bias)
-        self.register_load_state_dict_pre_hook(_rename_conv1d)
         self.norm = GatedRMSNorm(d_inner)
         self.out_proj = nn.Linear(d_inner, config.n_embd, bias=False)
         self.out_proj.residual_out = True
@@ -323,13 +321,6 @@ class Mamba2(nn.Module):
         y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); B, C: one group
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
-
-def _rename_conv1d(module, state_dict, prefix, *args):
-    """Checkpoints from before conv1d_weight and conv1d_bias were plain parameters name them
-    conv1d.weight and conv1d.bias (the same tensors)."""
-    for name in ('weight', 'bias'):
-        if prefix + 'conv1d.' + name in state_dict:
-            state_dict[prefix + 'conv1d_' + name] = state_dict.pop(prefix + 'conv1d.' + name)
 
 # -----------------------------------------------------------------------------
 # Blocks and the model

@@ -1,8 +1,8 @@
 """
 Synthetic retrieval tasks, the offline tokenizer, and the packed training corpus.
 
-    python sample_data.py --out_dir=data/niah --block_size=256 --num_tokens=10000000
-    python sample_data.py --out_dir=data/mix --block_size=256 --tasks=niah_single,niah_multikey:2,vt
+    python sample_data.py --data_dir=data/niah --block_size=256 --num_tokens=10000000
+    python sample_data.py --data_dir=data/mix --block_size=256 --tasks=niah_single,niah_multikey:2,vt
 
 Tasks (wording follows RULER's scripts/data/synthetic and HELMET's json_kv):
     niah_single      noise haystack, one adjective-noun key, one 8-digit value
@@ -20,7 +20,7 @@ training document. The prompt (instruction, haystack with needles, question, ans
 assembled in token space; min_length(task, tok) is the fewest tokens a task needs (no haystack).
 The tokenizer, 'lengthgen', is a small tiktoken BPE built here from the task text (offline).
 
-Writes to out_dir: train.bin / val.bin (uint16 token ids), train_mask.bin / val_mask.bin (uint8,
+Writes to data_dir: train.bin / val.bin (uint16 token ids), train_mask.bin / val_mask.bin (uint8,
 mask[t] = 1 when the target stream[t] is an answer token), tokenizer.json and meta.json (written
 last: no meta.json, no dataset). Same settings and data_seed, same bytes. meta.json also holds the
 histogram of how far back each training answer token's value sits: `--reach=R` prints the share
@@ -52,7 +52,7 @@ VERSION = 2         # 2: needle values have 8 digits, not 7
 
 # -----------------------------------------------------------------------------
 # command line settings: python sample_data.py --key=value ...; --help lists them
-out_dir = ''                    # the corpus folder (required)
+data_dir = ''                   # the corpus folder (required): train.py's data_dir
 block_size = 256              # tokens per row = the longest training document
 num_tokens = 10_000_000       # training tokens
 tasks = 'niah_single'         # task[:weight],... e.g. niah_single,niah_multikey:2,vt
@@ -222,11 +222,11 @@ def load_tokenizer(data_dir):
     """The tokenizer.json of a corpus or a run dir."""
     path = os.path.join(data_dir, 'tokenizer.json')
     if not os.path.isfile(path):
-        raise DataError(f"{path} is missing; generate the data with: {_regenerate(data_dir)}")
+        raise DataError(f"{path} is missing; generate the data with: {regenerate(data_dir)}")
     try:
         return Tokenizer.load(path)
     except Exception as e:  # any parse problem means the same thing: regenerate
-        raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: {_regenerate(data_dir)}") from None
+        raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: {regenerate(data_dir)}") from None
 
 # -----------------------------------------------------------------------------
 # random parts
@@ -540,11 +540,11 @@ def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, dis
     return ids, mask
 
 
-def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, out_dir, progress, min_doc_len=0,
+def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, data_dir, progress, min_doc_len=0,
                  distances=None):
     """Stream n_rows rows (+1 trailing filler token, so y = stream[i*T+1:(i+1)*T+1] exists)."""
-    with open(os.path.join(out_dir, f'{split}.bin'), 'wb') as f_ids, \
-            open(os.path.join(out_dir, f'{split}_mask.bin'), 'wb') as f_mask, \
+    with open(os.path.join(data_dir, f'{split}.bin'), 'wb') as f_ids, \
+            open(os.path.join(data_dir, f'{split}_mask.bin'), 'wb') as f_mask, \
             tqdm(total=n_rows * block_size, unit='tok', unit_scale=True, desc=split, disable=not progress) as bar:
         for c, start in enumerate(range(0, n_rows, CHUNK_ROWS)):
             rows = min(CHUNK_ROWS, n_rows - start)
@@ -581,9 +581,9 @@ def parse_tasks(tasks, key='tasks', weighted=True):
         raise ValueError(f"{key}={tasks!r} lists a task twice")
     return names, weights
 
-def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337, tokenizer='lengthgen',
+def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337, tokenizer='lengthgen',
             val_tokens=0, min_doc_len=0, progress=True):
-    """Write the packed corpus to out_dir (see the module docstring); -> its meta. Every argument is
+    """Write the packed corpus to data_dir (see the module docstring); -> its meta. Every argument is
     checked before anything is written (a ValueError naming the key). meta.json is removed first
     and written last, so a folder with meta.json is always complete."""
     names, weights = parse_tasks(tasks)
@@ -597,57 +597,78 @@ def prepare(out_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337
         raise ValueError(f"val_tokens={val_tokens} must be positive, or 0 for max(block_size, num_tokens // 50)")
     if not 0 <= min_doc_len <= block_size:
         raise ValueError(f"min_doc_len={min_doc_len} must be in 0..block_size ({block_size}); 0 = each task's minimum")
-    if not out_dir:
-        raise ValueError("out_dir is empty; name a folder, e.g. --out_dir=data/niah")
+    if not data_dir:
+        raise ValueError("data_dir is empty; name a folder, e.g. --data_dir=data/niah")
     try:
-        os.makedirs(out_dir, exist_ok=True)
+        os.makedirs(data_dir, exist_ok=True)
     except OSError as e:
-        raise ValueError(f"out_dir={out_dir!r}: cannot make this folder ({e.strerror})") from None
-    if not os.access(out_dir, os.W_OK):
-        raise ValueError(f"out_dir={out_dir!r} is not writable")
+        raise ValueError(f"data_dir={data_dir!r}: cannot make this folder ({e.strerror})") from None
+    if not os.access(data_dir, os.W_OK):
+        raise ValueError(f"data_dir={data_dir!r} is not writable")
 
-    meta_path = os.path.join(out_dir, 'meta.json')
+    meta_path = os.path.join(data_dir, 'meta.json')
     if os.path.exists(meta_path):
         os.remove(meta_path)  # the old data stops being valid the moment we start
     val_tokens = val_tokens or max(block_size, num_tokens // 50)
     distances = np.zeros(block_size + 1, dtype=np.int64)      # of the training answers' value tokens
     written = {split: _write_split(tok, names, weights, block_size, max(1, n // block_size), data_seed, split,
-                                   out_dir, progress, min_doc_len, distances if split == 'train' else None)
+                                   data_dir, progress, min_doc_len, distances if split == 'train' else None)
                for split, n in (('train', num_tokens), ('val', val_tokens))}
-    tok.save(os.path.join(out_dir, 'tokenizer.json'))
+    tok.save(os.path.join(data_dir, 'tokenizer.json'))
     meta = dict(version=VERSION, tokenizer=tok.name, vocab_size=tok.vocab_size, block_size=block_size,
                 tasks=dict(zip(names, weights)), data_seed=data_seed, num_tokens=num_tokens,
                 train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
                 answer_distances=distances.tolist(),
-                sha256={f: file_sha256(os.path.join(out_dir, f)) for f in ('train.bin', 'val.bin')})
+                sha256={f: file_sha256(os.path.join(data_dir, f)) for f in CHECKSUMMED})
     rundir.write_atomic(meta_path, json.dumps(meta, indent=2).encode())
     return meta
 
+def make_corpus(cfg, then):
+    """The corpus of a train.py config (cfg: its settings), generated into cfg['data_dir'] unless it
+    is there: once, however many runs ask for it (a process generating it is waited for). then: how
+    to go on after a disk error. train.py and ablate.py both call this."""
+    meta = os.path.join(cfg['data_dir'], 'meta.json')
+
+    def generate():
+        print(f"generating {cfg['data_dir']} ({cfg['tasks']}, {cfg['num_tokens']:,} tokens)")
+        prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'], data_seed=cfg['data_seed'],
+                tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
+    if not os.path.exists(meta):
+        with rundir.writing(cfg['data_dir'], 'the corpus', then):
+            rundir.make_once(cfg['data_dir'], lambda: os.path.exists(meta), generate)
+
+
+CHECKSUMMED = ('train.bin', 'val.bin', 'train_mask.bin', 'val_mask.bin')   # their sha256 is in meta.json
+
+
 def file_sha256(path):
-    """The sha256 of a file, read in 1 MiB pieces (meta.json keeps train.bin's and val.bin's, so a
-    file of the right size but other bytes is caught before training reads it)."""
+    """The sha256 of a file, read in 1 MiB pieces (meta.json keeps each of CHECKSUMMED's, so a file
+    of the right size but other bytes is caught before training reads it)."""
     h = hashlib.sha256()
     with open(path, 'rb') as f:
         for piece in iter(lambda: f.read(1 << 20), b''):
             h.update(piece)
     return h.hexdigest()
 
-def _regenerate(data_dir, block_size='<T>', num_tokens='<N>'):
-    return f"python sample_data.py --out_dir={data_dir} --block_size={block_size} --num_tokens={num_tokens}"
+def regenerate(data_dir, meta=None):
+    """The sample_data.py command that writes this corpus again (with its settings when meta is known)."""
+    if meta is None:
+        return f"python sample_data.py --data_dir={data_dir} --block_size=<T> --num_tokens=<N> --tasks=<tasks>"
+    tasks = ','.join(t if w == 1 else f"{t}:{w:g}" for t, w in meta['tasks'].items())
+    return (f"python sample_data.py --data_dir={data_dir} --block_size={meta['block_size']} --num_tokens={meta['num_tokens']} "
+            f"--tasks={tasks} --data_seed={meta['data_seed']} --min_doc_len={meta['min_doc_len']}")
+
 
 def load_meta(data_dir):
-    """meta.json of a complete corpus, after checking that its files are there and whole. A corpus
-    written before data_seed had its name keeps it as 'seed'; it is read as data_seed."""
+    """meta.json of a complete corpus, after checking that its files are there and whole."""
     path = os.path.join(data_dir, 'meta.json')
     if not os.path.isfile(path):
-        raise DataError(f"no dataset in {data_dir} (meta.json is missing); generate it with: {_regenerate(data_dir)}")
-    hint = _regenerate(data_dir)
+        raise DataError(f"no dataset in {data_dir} (meta.json is missing); generate it with: {regenerate(data_dir)}")
+    hint = regenerate(data_dir)
     try:
         with open(path) as f:
             meta = json.load(f)
-        if 'data_seed' not in meta:  # written before data_seed had its own key
-            meta['data_seed'] = meta.pop('seed')
-        hint = _regenerate(data_dir, meta['block_size'], meta['num_tokens'])
+        hint = regenerate(data_dir, meta)
         sizes = {f'{split}{suffix}': meta[f'{split}_tokens'] * nbytes for split in ('train', 'val')
                  for suffix, nbytes in (('.bin', 2), ('_mask.bin', 1))}
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -661,6 +682,20 @@ def load_meta(data_dir):
         if size is not None and os.path.getsize(p) != size:
             raise DataError(f"{p} has {os.path.getsize(p)} bytes, expected {size} (truncated?); regenerate with: {hint}")
     return meta
+
+
+def check_checksums(data_dir, meta):
+    """Each CHECKSUMMED file against its sha256 in meta.json: a flipped bit in a token or mask file
+    would otherwise train without a word. A corpus written before a file had its checksum is refused too."""
+    for name in CHECKSUMMED:
+        path, want = os.path.join(data_dir, name), meta.get('sha256', {}).get(name)
+        if want is None:
+            raise DataError(f"{data_dir} was written before {name} had a checksum in meta.json: delete {data_dir} "
+                            f"and rerun (train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")
+        if file_sha256(path) != want:
+            raise DataError(f"{path} does not match the checksum in meta.json (corrupt?): delete {data_dir} and rerun "
+                            f"(train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")
+
 
 def beyond_reach(meta, reach):
     """The share of training answer tokens whose value sits more than `reach` tokens before the
@@ -682,7 +717,7 @@ def main(argv):
         meta = prepare(**cfg)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens to {cfg['out_dir']} "
+    print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens to {cfg['data_dir']} "
           f"(vocab {meta['vocab_size']}, tasks {meta['tasks']})")
     print(f"{beyond_reach(meta, reach):.1%} of the training answers' value tokens sit more than {reach} tokens "
           f"before the position that predicts them")

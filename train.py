@@ -48,7 +48,6 @@ out_dir = 'out/vpad'       # the run dir: ckpt.pt, log.jsonl, tokenizer.json
 eval_interval = 250        # steps between checkpoint + val loss + quick length eval
 log_interval = 50          # steps between progress lines
 eval_iters = 20            # val loss over a fixed set of eval_iters * batch_size val rows
-always_save_checkpoint = True   # False: only when val loss improves
 init_from = 'scratch'      # 'scratch', 'resume' (out_dir/ckpt.pt), or another run's dir / ckpt.pt (weights only)
 # data (generated into data_dir on first use with these settings)
 data_dir = 'data/mqar_64'  # the corpus; generated here on first use
@@ -154,6 +153,9 @@ def check_config(cfg):
                 raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
             if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
                 raise ValueError(f"{k}={cfg[k]!r} is a file, not a folder: give a folder, e.g. --{k}=out/run1")
+        if os.path.realpath(cfg['out_dir']) == os.path.realpath(cfg['data_dir']):
+            raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the corpus "
+                             f"need one each, e.g. --data_dir=data/{os.path.basename(os.path.normpath(cfg['data_dir']))}")
         if cfg['loss_on'] not in ('answers', 'all'):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
@@ -224,7 +226,7 @@ def init_path(init_from):
     return os.path.join(init_from, 'ckpt.pt') if os.path.isdir(init_from) else init_from
 
 
-def load_checkpoint(path, own):
+def load_start(path, own):
     """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
     if not os.path.isfile(path):
         raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
@@ -274,27 +276,20 @@ def draw_seed(*parts):
 
 def open_data(cfg, master):
     """Generate the corpus on first use (rank 0; the others wait), then check it matches the run."""
-    meta_path = os.path.join(cfg['data_dir'], 'meta.json')
-
-    def generate():
-        print(f"no data in {cfg['data_dir']}: generating it with this run's settings")
-        sample_data.prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'],
-                            data_seed=cfg['data_seed'], tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
     try:
-        if master and not os.path.exists(meta_path):   # one process generates it; another run that needs it waits
-            with rundir.writing(cfg['data_dir'], 'the corpus', "rerun (or point --data_dir elsewhere)"):
-                rundir.make_once(cfg['data_dir'], lambda: os.path.exists(meta_path), generate)
+        if master:                    # one process generates a missing corpus; another run that needs it waits
+            sample_data.make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
         if dist.is_initialized():
             dist.barrier()
         meta = sample_data.load_meta(cfg['data_dir'])
+        sample_data.check_checksums(cfg['data_dir'], meta)
         tok = sample_data.load_tokenizer(cfg['data_dir'])
     except ValueError as e:
         raise SystemExit(str(e))
     names, weights = sample_data.parse_tasks(cfg['tasks'])
     wanted = dict(block_size=cfg['block_size'], tokenizer=cfg['tokenizer'], tasks=dict(zip(names, weights)),
                   data_seed=cfg['data_seed'], num_tokens=cfg['num_tokens'], min_doc_len=cfg['min_doc_len'])
-    differ = {k: (meta.get(k, 0 if k == 'min_doc_len' else None), v) for k, v in wanted.items()
-              if meta.get(k, 0 if k == 'min_doc_len' else None) != v}
+    differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
     if differ:
         raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
                          + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
@@ -302,22 +297,8 @@ def open_data(cfg, master):
     data = {}
     for split in ('train', 'val'):
         ids, mask = sample_data.load_split(cfg['data_dir'], split)
-        check_tokens(cfg['data_dir'], split, ids, meta, tok.vocab_size)
         data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
     return meta, tok, data
-
-
-def check_tokens(data_dir, split, ids, meta, vocab_size):
-    """A token file of the right size but wrong bytes would stop the run at the embedding after its
-    first checkpoint: compare it with the checksum in meta.json, or for a corpus written before
-    meta.json held one, check that every id is in the vocabulary."""
-    path = os.path.join(data_dir, f'{split}.bin')
-    fix = f"delete {data_dir} and rerun: this run generates it again"
-    want = meta.get('sha256', {}).get(f'{split}.bin')
-    if want and sample_data.file_sha256(path) != want:
-        raise SystemExit(f"{path} does not match the checksum in meta.json (corrupt?): {fix}")
-    if not want and len(ids) and int(ids.max()) >= vocab_size:
-        raise SystemExit(f"{path} holds token id {int(ids.max())}, outside the vocabulary ({vocab_size}) (corrupt?): {fix}")
 
 
 def rows_to_batch(split, rows, T, loss_on, device):
@@ -372,7 +353,7 @@ def start_model(cfg, tok, device):
     ckpt = None
     if init_from != 'scratch':
         path = os.path.join(cfg['out_dir'], 'ckpt.pt') if init_from == 'resume' else init_path(init_from)
-        ckpt = load_checkpoint(path, own=init_from == 'resume')
+        ckpt = load_start(path, own=init_from == 'resume')
         if ckpt['tokenizer'] != tok.name or ckpt['model_args']['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
                              f"{ckpt['model_args']['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "
@@ -380,7 +361,7 @@ def start_model(cfg, tok, device):
         # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window may change)
         keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern',
                                                           'd_state', 'expand', 'headdim', 'd_conv']
-        saved = {k: ckpt['model_args'].get(k, getattr(GPTConfig, k)) for k in keys}   # a key added since: its default
+        saved = {k: ckpt['model_args'][k] for k in keys}
         changed = {k: (saved[k], model_args[k]) for k in keys if saved[k] != model_args[k]}
         if changed:
             raise SystemExit(f"{path} was trained with other model settings: "
@@ -508,14 +489,6 @@ def estimate_val_loss(model, split, cfg, procs):
     return total / max(count, 1)
 
 
-def length_eval(model, tok, tasks, multiples, cfg, procs):
-    """{task: {'<m>x': accuracy}} (eval_lengths.length_eval: None where a length is skipped)."""
-    model.eval()
-    accs = eval_lengths.length_eval(model, tok, tasks, multiples, cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
-    model.train()
-    return accs
-
-
 def stop_iter(cfg, fit_iter):
     """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
     decay after it, so a run that fits late still gets its whole decay."""
@@ -540,7 +513,7 @@ def evaluate_and_log(run, cfg, procs, final, standing):
         if not math.isfinite(val_loss):
             diverged(f"val loss is {val_loss} at iter {run.iter_num}", run, cfg)
         run.best_val_loss = min(run.best_val_loss, val_loss)
-        if procs.master and (cfg['always_save_checkpoint'] or val_loss <= run.best_val_loss or final):
+        if procs.master:
             state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
                      'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
                      'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
@@ -550,8 +523,10 @@ def evaluate_and_log(run, cfg, procs, final, standing):
                 rundir.save_checkpoint(state, run.ckpt_path)
             run.saved_iter = run.iter_num
     if procs.master and run.iter_num not in run.logged:
-        accs = length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
-                           cfg, procs)
+        run.model.eval()                # {task: {'<m>x': accuracy}}, None where a length is skipped
+        accs = eval_lengths.length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
+                                        cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
+        run.model.train()
         # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
         if run.fit_iter is None and fits(accs, cfg['fit_accuracy']) and not (final and cfg['steps_after_fit']):
             run.fit_iter = run.iter_num

@@ -15,5 +15,5 @@ common = {
     'eval_interval': 100,
 }
 arms = {name: arms[name] for name in ('none', 'pre_norm', 'pre_linear', 'vpad')}
-out_dir = 'out/ablate_continue'
-results_dir = 'results/ablate_continue'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_continue'
+results_dir = 'results/ablate_continue'   # summary (committed); checkpoints stay in grid_dir

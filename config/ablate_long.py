@@ -9,5 +9,5 @@ exec(open('config/ablate_sites.py').read())
 common = {'max_iters': 7500, 'eval_interval': 500, 'eval_multiples': '1,4,16,64'}
 arms = {name: arms[name] for name in ('none', 'vpad')}
 seeds = '1,2'
-out_dir = 'out/ablate_long'
-results_dir = 'results/ablate_long'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_long'
+results_dir = 'results/ablate_long'   # summary (committed); checkpoints stay in grid_dir

@@ -9,5 +9,5 @@ base_config = 'config/niah_128.py'
 common = {'block_pattern': 'M', 'n_layer': 4, 'd_state': 32, 'expand': 2, 'headdim': 32, 'chunk_size': 64}
 arms = {name: arms[name] for name in ('none', 'pre_norm', 'pre_linear', 'vpad')}
 seeds = '1,2'
-out_dir = 'out/ablate_mamba2'
-results_dir = 'results/ablate_mamba2'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_mamba2'
+results_dir = 'results/ablate_mamba2'   # summary (committed); checkpoints stay in grid_dir

@@ -6,10 +6,10 @@ base_config = 'config/vpad.py'
 common = {}
 arms = {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}}
 seeds = '1,2,3,4,5,6,7,8'
-out_dir = 'out/ablate_pilot'
-results_dir = 'results/ablate_pilot'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_pilot'
+results_dir = 'results/ablate_pilot'   # summary (committed); checkpoints stay in grid_dir
 multiples = '1,2,4,8,16,32,64'
-num_samples = 100
+eval_samples = 100
 # the pre-registered outcome rule
 control = 'none'
 fit_accuracy = 0.95

@@ -13,10 +13,10 @@ common = {'window': 16, 'nope_first': True, 'n_embd': 64, 'n_head': 2, 'learning
           'max_iters': 4000, 'steps_after_fit': 500, 'eval_multiples': '1,16'}
 arms = {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}}
 seeds = '1,2,3,4,5,6,7,8'
-out_dir = 'out/ablate_pilot_niah'
-results_dir = 'results/ablate_pilot_niah'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_pilot_niah'
+results_dir = 'results/ablate_pilot_niah'   # summary (committed); checkpoints stay in grid_dir
 multiples = '1,2,4,8,16,32,64'
-num_samples = 100
+eval_samples = 100
 # the pre-registered outcome rule
 control = 'none'
 fit_accuracy = 0.95

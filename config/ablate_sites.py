@@ -16,7 +16,7 @@ arms = {
     'vpad_wd': {'dropout_site': 'vpad', 'weight_decay': 0.1},
 }
 seeds = '1,2,3'
-out_dir = 'out/ablate_sites'
-results_dir = 'results/ablate_sites'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/ablate_sites'
+results_dir = 'results/ablate_sites'   # summary (committed); checkpoints stay in grid_dir
 multiples = '1,2,4,8,16,32,64'
-num_samples = 100
+eval_samples = 100

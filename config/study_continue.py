@@ -12,5 +12,5 @@ common = {
     'warmup_iters': 50,
     'learning_rate': 1e-3,
 }
-out_dir = 'out/study_continue'
-results_dir = 'results/study_continue'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_continue'
+results_dir = 'results/study_continue'   # summary (committed); checkpoints stay in grid_dir

@@ -7,5 +7,5 @@ exec(open('config/study_continue.py').read())
 _continuation = common                                # study_continue's schedule: 1000 steps, fresh optimizer
 exec(open('config/study_mamba2.py').read())           # the Mamba2 model, its arms, seeds and rule
 common = {**_continuation, 'block_pattern': 'M', 'init_from': 'out/study_mamba2/none/seed{seed}'}
-out_dir = 'out/study_continue_mamba2'
-results_dir = 'results/study_continue_mamba2'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_continue_mamba2'
+results_dir = 'results/study_continue_mamba2'   # summary (committed); checkpoints stay in grid_dir

@@ -9,8 +9,8 @@ common = {'block_pattern': 'M', 'max_iters': 6000}      # Mamba2 fits later than
 # pre_norm was added after the first three arms had run, under the same rule
 arms = {name: arms[name] for name in ('none', 'pre_linear', 'vpad', 'pre_norm')}
 seeds = '1,2,3,4,5,6'
-out_dir = 'out/study_mamba2'
-results_dir = 'results/study_mamba2'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_mamba2'
+results_dir = 'results/study_mamba2'   # summary (committed); checkpoints stay in grid_dir
 # the pre-registered outcome rule, fixed before the runs: the longest multiple at which the no-dropout
 # pilot run held >= 0.9 (4x; 0.77 at 8x)
 extrap_multiple = 4

@@ -14,10 +14,10 @@ arms = {
     'mamba2': {'block_pattern': 'M', 'max_iters': 6000},   # study_mamba2's control, under the new schedule
 }
 seeds = '1,2,3,4,5,6'
-out_dir = 'out/study_regime'
-results_dir = 'results/study_regime'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_regime'
+results_dir = 'results/study_regime'   # summary (committed); checkpoints stay in grid_dir
 multiples = '1,2,4,8,16,32,64'
-num_samples = 100          # mqar asks 2 keys an example: 200 scored values per point
+eval_samples = 100          # mqar asks 2 keys an example: 200 scored values per point
 # the outcome rule, fixed before the runs: the area (mean accuracy over the 7 multiples) and the range
 # (the largest multiple with accuracy >= 0.5 there and at every shorter one) per run
 control = ''

@@ -13,10 +13,10 @@ arms = {
     'vpad': {'dropout_site': 'vpad'},
 }
 seeds = '1,2,3,4,5,6,7,8,9,10,11,12'
-out_dir = 'out/study_sites'
-results_dir = 'results/study_sites'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_sites'
+results_dir = 'results/study_sites'   # summary (committed); checkpoints stay in grid_dir
 multiples = '1,2,4,8,16,32,64'
-num_samples = 100
+eval_samples = 100
 # the pre-registered outcome rule, fixed before the runs: in the pilot (results/ablate_pilot) both
 # arms held >= 0.9 at 16x, so extrapolation is judged at the longest length evaluated, 64x
 control = 'none'

@@ -5,6 +5,6 @@
 exec(open('config/study_sites.py').read())
 common = {'dropout_site': 'none', 'steps_after_fit': 3000, 'max_iters': 7000, 'decay_lr': False}
 arms = {'none': {}, 'none_wd': {'weight_decay': 0.1}}
-out_dir = 'out/study_wd'
-results_dir = 'results/study_wd'   # summary (committed); checkpoints stay in out_dir
+grid_dir = 'out/study_wd'
+results_dir = 'results/study_wd'   # summary (committed); checkpoints stay in grid_dir
 # pre-registered as in study_sites: a fit run extrapolates when it holds >= 0.9 at 64x at its end

@@ -44,7 +44,7 @@ def evaluate(runs, mults, n, compute=True):
         tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
         device = rundir.pick_device(run['cfg']['device'])
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
-               'device': device.split(':')[0], 'record': 'length_eval'}   # older caches held a list of rows
+               'device': device.split(':')[0], 'record': 'length_eval'}
 
         def final_eval():
             print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")

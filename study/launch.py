@@ -89,17 +89,17 @@ def eval_job(run, mults, n, threads):
 def submit(cfg, kind, calls, extra):
     """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
     sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
-    leaves out_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
+    leaves grid_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
     if not calls:
         return []
     import submitit
-    folder = os.path.abspath(os.path.join(cfg['out_dir'], 'submitit'))
+    folder = os.path.abspath(os.path.join(cfg['grid_dir'], 'submitit'))
     new = folder                                     # the outermost folder this submission creates, if any
     while not os.path.exists(os.path.dirname(new)):
         new = os.path.dirname(new)
     new = None if os.path.exists(new) else new
     before = set() if new else set(os.listdir(folder))
-    params = {'name': f"{os.path.basename(os.path.normpath(cfg['out_dir']))}_{kind}",
+    params = {'name': f"{os.path.basename(os.path.normpath(cfg['grid_dir']))}_{kind}",
               'timeout_min': cfg['slurm_time_min'], 'cpus_per_task': cfg['slurm_cpus_per_run']}
     if cfg['slurm_gpus_per_run']:
         params['gpus_per_node'] = cfg['slurm_gpus_per_run']
@@ -237,7 +237,7 @@ def launch(runs, cfg, extra):
     pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'), key=lambda r: seed_order.index(r['seed']))
     n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
     print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
-          f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['out_dir'], 'submitit')})")
+          f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['grid_dir'], 'submitit')})")
     live = dispatch(pending, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
                                                       cfg['slurm_cpus_per_run']), extra)
     if not cfg['wait']:
@@ -255,15 +255,15 @@ def launch(runs, cfg, extra):
 def launch_evals(runs, cfg, mults, extra):
     """With eval_on=<launcher>: an eval job per finished run whose final eval or mismatch is not cached
     yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
-    evaluate(runs, mults, cfg['num_samples'], compute=False)
+    evaluate(runs, mults, cfg['eval_samples'], compute=False)
     measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r['state'] == 'done' and not ('eval' in r and 'mismatch' in r)]
     slim = lambda r: {k: r[k] for k in ('arm', 'seed', 'dir', 'cfg', 'tasks')}  # noqa: E731
-    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['num_samples'], cfg['slurm_cpus_per_run']), extra)
+    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run']), extra)
     if not cfg['wait']:
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
-    evaluate(todo, mults, cfg['num_samples'], compute=False)
+    evaluate(todo, mults, cfg['eval_samples'], compute=False)
     measure_mismatch(todo, compute=False)
     for run, job in live:
         if not ('eval' in run and 'mismatch' in run):

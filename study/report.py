@@ -148,9 +148,9 @@ def summarize(runs, cfg, study_argv):
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
-            'common': cfg['common'], 'out_dir': cfg['out_dir'],
+            'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
-                     'num_samples': cfg['num_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
+                     'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
             'rule': rule, 'arms': arms_out}
 
 
@@ -257,7 +257,7 @@ def format_markdown(results):
     mults = results['eval']['multiples']
     lines = [f"`{results['command']}`", '',
              f"Accuracy per length multiple: mean ± standard deviation over seeds, "
-             f"{results['eval']['num_samples']} held-out examples per point and seed.", '']
+             f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**What the tests support**', '', what_tests_support(results), '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:

@@ -35,7 +35,7 @@ def state(run):
     if differ:
         raise SystemExit(f"{run['dir']} was trained with other settings ("
                          + ", ".join(f"{k}={saved.get(k)!r}, study: {wanted[k]!r}" for k in differ[:4])
-                         + f"): pick another out_dir, or delete {run['dir']} to retrain it")
+                         + f"): pick another grid_dir, or delete {run['dir']} to retrain it")
     if not ckpt['finished']:
         return 'partial'
     last = ckpt['iter_num']                    # max_iters, or earlier for a run stopped steps_after_fit after its fit

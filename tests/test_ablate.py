@@ -32,10 +32,10 @@ def study(tmp_path, name='study.py', **extra):
             f"arms = {{'none': {{'dropout_site': 'none'}}, 'wd': {{'dropout_site': 'none', 'weight_decay': 0.1}}}}\n"
             f"common = {common!r}\n"
             f"seeds = '1,2'\n"
-            f"out_dir = {str(tmp_path / 'grid')!r}\n"
+            f"grid_dir = {str(tmp_path / 'grid')!r}\n"
             f"multiples = '1,2'\n"
             f"extrap_multiple = 2\n"
-            f"num_samples = 3\n")
+            f"eval_samples = 3\n")
     for k, v in extra.items():
         text += f"{k} = {v!r}\n"
     path = tmp_path / name
@@ -185,7 +185,7 @@ def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, caps
 
 def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
     """A committed summary (results_dir) changes only when its study config's own grid is rerun: a
-    dry run writes nothing, a subset of arms or any other smaller grid sends its summary to out_dir,
+    dry run writes nothing, a subset of arms or any other smaller grid sends its summary to grid_dir,
     and a results_dir named for it is refused; the refusal's advice works."""
     results = tmp_path / 'results'
     cfg = study(tmp_path, results_dir=str(results))
@@ -208,7 +208,8 @@ def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys
     assert {f: (results / f).read_bytes() for f in os.listdir(results)} == committed
     ablate_here(cfg, '--seeds=1', '--max_iters=2', msg.split('e.g. ')[1], '--arms=wd')  # the advice: a place of its own
     assert '--seeds=1' in json.load(open(tmp_path / 'grid' / 'results.json'))['command']
-    assert 'is a file' in refused(cfg, f'--out_dir={cfg}')
+    assert 'is a file' in refused(cfg, f'--grid_dir={cfg}')
+    assert '--grid_dir=elsewhere, not --out_dir' in refused(cfg, '--out_dir=elsewhere')   # a run's key, not the grid's
 
 
 def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
@@ -249,7 +250,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     # a continued-training study starts each seed from the same seed's run of another study
     source = str(tmp_path / 'grid' / 'wd' / 'seed{seed}')
     cont = study(tmp_path, 'cont.py', arms={'late': {'init_from': source, 'dropout_site': 'none'}},
-                 out_dir=str(tmp_path / 'cont'), control='')
+                 grid_dir=str(tmp_path / 'cont'), control='')
     ablate_here(cont, '--dry_run', '--max_iters=2', '--seeds=1')
     assert f"--init_from={source.format(seed=1)}" in capsys.readouterr().out
     assert 'not a finished run yet' in refused(cont, '--dry_run', '--max_iters=2', '--seeds=2')
@@ -275,7 +276,7 @@ def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
 
 def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
     no_arms = tmp_path / 'no_arms.py'
-    no_arms.write_text(f"out_dir = {str(tmp_path / 'grid')!r}\n")
+    no_arms.write_text(f"grid_dir = {str(tmp_path / 'grid')!r}\n")
     bad = study(tmp_path, 'bad.py', arms={'x': {'dropout_sit': 'none'}}, control='x')
     for cfg, words in ((str(no_arms), ['arms']), (bad, ["arm 'x'", 'dropout_site'])):
         msg = refused(cfg)
@@ -347,9 +348,9 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
             {'arm': 'wd', 'seed': 2, 'dir': str(tmp_path / 'wd' / 'seed2'), 'state': 'new', 'tasks': ['niah_single']}]
     report.find_fit(runs)
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
-    cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'num_samples', 'control', 'fit_accuracy',
+    cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task')}
-    cfg |= {'out_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
+    cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
     res = json.loads(json.dumps(report.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
     none, vpad, wd = (res['arms'][a] for a in ('none', 'vpad', 'wd'))
@@ -574,7 +575,7 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
     assert msg == 'slurm refused the submission of 4 train job(s): sbatch: error: Batch job submission failed: ' \
                   'Invalid partition name specified', msg
     assert not grid.exists() and not (tmp_path / 'results').exists()   # no job.json, no submitit files, no summary
-    # an out_dir that holds an earlier submission's files is left as it was
+    # a grid_dir that holds an earlier submission's files is left as it was
     (grid / 'submitit').mkdir(parents=True)
     (grid / 'submitit' / '17_submitted.pkl').write_text('earlier')
     refused(*args)

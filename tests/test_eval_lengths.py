@@ -199,8 +199,8 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
     save_tiny_run(a, tok, config={'tasks': 'niah_single'})
     save_tiny_run(b, tok, window=0, block_pattern='AM', d_state=8, headdim=16, chunk_size=16)
-    assert main_here(f'--out_dir={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=2,4',
-                     '--num_samples=4', '--batch_size=2') is None
+    assert main_here(f'--out_dirs={a},{b}', '--tasks=niah_single,niah_multivalue', '--multiples=2,4',
+                     '--eval_samples=4', '--eval_batch_size=2') is None
     out = capsys.readouterr().out
     for run in (a, b):
         res = json.load(open(os.path.join(run, 'eval_lengths.json')))
@@ -224,19 +224,21 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
 
 
 @pytest.mark.parametrize('args,words', [
-    (['--num_samples=0'], ['num_samples']),
-    (['--num_samples=-2'], ['num_samples']),
-    (['--batch_size=0'], ['batch_size']),
+    (['--eval_samples=0'], ['eval_samples']),
+    (['--eval_samples=-2'], ['eval_samples']),
+    (['--eval_batch_size=0'], ['eval_batch_size']),
     (['--tasks='], ['tasks', 'tasks=trained']),
     (['--tasks=niah_singel'], ['niah_singel']),
     (['--tasks=niah_single:2'], ['has a weight']),
     (['--multiples=1,x'], ['multiples', 'integers']),
-    (['--num_sampels=3'], ['num_samples']),
+    (['--num_sampels=3'], ['eval_samples']),
+    (['--num_samples=3'], ['eval_samples']),            # the old spellings name the new keys
+    (['--out_dir=out/vpad'], ['out_dirs']),
     (['--device=bogus'], ['device']),
     (['--device=cuda'], ['device', 'no CUDA']),
     (['NO_TOKENIZER'], ['tokenizer.json', 'train.py']),
-    (['--out_dir='], ['out_dir']),
-    (['--out_dir=MISSING'], ['no checkpoint']),
+    (['--out_dirs='], ['out_dirs']),
+    (['--out_dirs=MISSING'], ['no checkpoint']),
     (['CORRUPT'], ['not a readable']),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
@@ -251,8 +253,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
         open(os.path.join(run_dir, 'ckpt.pt'), 'wb').write(b'not a checkpoint')
         args = []
     args = [a.replace('MISSING', str(tmp_path / 'none')) for a in args]
-    if not any(a.startswith('--out_dir') for a in args):
-        args.append(f'--out_dir={run_dir}')
+    if not any(a.startswith('--out_dirs') for a in args):
+        args.append(f'--out_dirs={run_dir}')
     before = sorted(os.listdir(run_dir))
     if not any(a.startswith('--tasks') for a in args):
         args.append('--tasks=niah_single')
@@ -263,7 +265,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
 
 def test_a_refusal_is_one_line_on_stderr_of_the_script(tmp_path):
     """The one subprocess case: what Python prints of the refusal is the line alone, no traceback."""
-    out = subprocess.run([sys.executable, 'eval_lengths.py', f'--out_dir={tmp_path / "none"}'], cwd=ROOT,
+    out = subprocess.run([sys.executable, 'eval_lengths.py', f'--out_dirs={tmp_path / "none"}'], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
     line, = out.stderr.strip().splitlines()
@@ -280,12 +282,12 @@ def test_a_bad_run_among_several_stops_them_all_before_any_is_evaluated(tok, tmp
     save_tiny_run(b, tok, config={'data_dir': str(data)})
     with open(os.path.join(b, 'tokenizer.json'), 'w') as f:
         f.write('{"format": "lengthgen-tok')
-    args = [f'--out_dir={a},{b}', '--tasks=niah_single', '--multiples=1', '--num_samples=2', '--plot=False']
+    args = [f'--out_dirs={a},{b}', '--tasks=niah_single', '--multiples=1', '--eval_samples=2', '--plot=False']
     msg = main_here(*args)
     assert f'{b}/tokenizer.json is corrupt' in msg and not os.path.exists(os.path.join(a, 'eval_lengths.json')), msg
     shutil.copy(*msg.split(': cp ')[1].split())
     assert main_here(*args) is None
-    assert 'is a file, not a run dir' in main_here(f'--out_dir={data}/tokenizer.json', *args[1:])
+    assert 'is a file, not a run dir' in main_here(f'--out_dirs={data}/tokenizer.json', *args[1:])
     assert all(os.path.exists(os.path.join(r, 'eval_lengths.json')) for r in (a, b))
 
 
@@ -319,12 +321,12 @@ def test_a_read_only_run_dir_is_refused_before_any_work(tok, read_only, tmp_path
     run = str(folder / 'run')
     save_tiny_run(run, tok)
     make_read_only()
-    args = ['--tasks=niah_single', '--multiples=1', '--num_samples=2', '--plot=False']
-    msg = main_here(f'--out_dir={run}', *args)
+    args = ['--tasks=niah_single', '--multiples=1', '--eval_samples=2', '--plot=False']
+    msg = main_here(f'--out_dirs={run}', *args)
     assert msg.startswith(f'cannot write eval_lengths.json to {run}/eval_lengths.json: ') and 'nothing was evaluated' in msg
     assert 'read-only file system' in msg or 'permission denied' in msg, msg
     copy = shutil.copytree(run, tmp_path / 'copy')
-    assert main_here(f'--out_dir={copy}', *args) is None and os.path.exists(os.path.join(copy, 'eval_lengths.json'))
+    assert main_here(f'--out_dirs={copy}', *args) is None and os.path.exists(os.path.join(copy, 'eval_lengths.json'))
     out = subprocess.run([sys.executable, 'train.py', 'config/vpad.py', f'--out_dir={folder}/new',
                           f'--data_dir={tmp_path}/data'], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr

@@ -298,23 +298,6 @@ def test_gated_norm_compiled_equals_eager(monkeypatch):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_mamba2_checkpoint_saved_when_its_conv_was_an_nn_conv1d_loads():
-    """Mamba2's conv filters were an nn.Conv1d's, saved as conv1d.weight (C, 1, K) and conv1d.bias;
-    now they are the plain parameters conv1d_weight and conv1d_bias, in the same layout. A state
-    dict under the old names loads strictly into a differently seeded model, which then gives the
-    saving model's logits exactly."""
-    torch.manual_seed(0)
-    saved = GPT(tiny(block_pattern='AM')).eval()
-    old = {k.replace('mixer.conv1d_', 'mixer.conv1d.'): v for k, v in saved.state_dict().items()}
-    conv_dim = 2 * 32 + 2 * 8                                     # x, B, C: expand * n_embd + 2 d_state
-    assert old['blocks.1.mixer.conv1d.weight'].shape == nn.Conv1d(conv_dim, conv_dim, 4, groups=conv_dim).weight.shape
-    torch.manual_seed(1)
-    fresh = GPT(tiny(block_pattern='AM')).eval()
-    fresh.load_state_dict(old)                                    # strict: a missing or unexpected key raises
-    idx = torch.randint(0, 64, (2, 12))
-    torch.testing.assert_close(all_logits(fresh, idx), all_logits(saved, idx), rtol=0, atol=0)
-
-
 # ----------------------------------------------------------------------------- attention
 
 def test_rope_rotates_each_pair_by_its_position_angle_at_any_length():

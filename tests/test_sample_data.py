@@ -61,7 +61,7 @@ def test_tokenizer_save_load(tok, tmp_path):
     assert tok2.vocab_size == tok.vocab_size
     assert tok2.decode(ids) == tok.decode(ids) and tok2.encode(tok.decode(ids)) == ids
     # corrupt / missing files name the command that regenerates them
-    with pytest.raises(sd.DataError, match="python sample_data.py --out_dir="):
+    with pytest.raises(sd.DataError, match="python sample_data.py --data_dir="):
         sd.load_tokenizer(str(tmp_path / "nowhere"))
     (tmp_path / "tokenizer.json").write_text('{"format": "lengthgen-tokenizer", "ranks": [')
     with pytest.raises(sd.DataError, match="corrupt.*python sample_data.py"):
@@ -397,13 +397,13 @@ def test_prepare_interrupted_leaves_no_dataset(tmp_path, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             sd.prepare(out, T, 30 * T, data_seed=2, val_tokens=4 * T, progress=False)
         assert "meta.json" not in os.listdir(out)
-        with pytest.raises(sd.DataError, match="python sample_data.py --out_dir="):
+        with pytest.raises(sd.DataError, match="python sample_data.py --data_dir="):
             sd.load_meta(out)
 
 
 def test_load_meta_catches_bad_folders(tmp_path):
     d = str(tmp_path)
-    with pytest.raises(sd.DataError, match="meta.json is missing.*python sample_data.py --out_dir="):
+    with pytest.raises(sd.DataError, match="meta.json is missing.*python sample_data.py --data_dir="):
         sd.load_meta(d)
     sd.prepare(d, T, 10 * T, val_tokens=2 * T, progress=False)
     sd.load_meta(d)
@@ -415,16 +415,6 @@ def test_load_meta_catches_bad_folders(tmp_path):
         f.write("{not json")
     with pytest.raises(sd.DataError, match="corrupt"):
         sd.load_meta(d)
-
-
-def test_load_meta_reads_old_seed_as_data_seed(tmp_path):
-    """Data dirs written before data_seed had its own key store it as 'seed' (same bytes)."""
-    d = str(tmp_path)
-    meta = sd.prepare(d, T, 10 * T, data_seed=42, val_tokens=2 * T, progress=False)
-    old = {k: v for k, v in meta.items() if k != "data_seed"}
-    (tmp_path / "meta.json").write_text(json.dumps({**old, "seed": 42, "train_bin": "train.bin"}))
-    loaded = sd.load_meta(d)
-    assert loaded["data_seed"] == 42 and "seed" not in loaded
 
 
 # -----------------------------------------------------------------------------
@@ -474,9 +464,9 @@ def snapshot(root):
 
 
 @pytest.mark.parametrize("args, key", [
-    (["--out_dir={file}"], "out_dir"),                      # an existing file
-    (["--out_dir={file}/sub"], "out_dir"),                  # cannot be created
-    (["--out_dir="], "out_dir"),
+    (["--data_dir={file}"], "data_dir"),                      # an existing file
+    (["--data_dir={file}/sub"], "data_dir"),                  # cannot be created
+    (["--data_dir="], "data_dir"),
     (["--tasks=niah_single:inf"], "tasks"),
     (["--tasks=niah_single:0"], "tasks"),
     (["--tasks=niah_single,vt:-1"], "tasks"),
@@ -495,7 +485,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, key):
     (tmp_path / "file").write_text("keep me")
     before = snapshot(tmp_path)
     args = [a.format(file=tmp_path / "file") for a in args]
-    msg = main_here(f"--out_dir={tmp_path / 'new'}", "--num_tokens=1000", *args)
+    msg = main_here(f"--data_dir={tmp_path / 'new'}", "--num_tokens=1000", *args)
     assert msg and key in msg, msg
     assert snapshot(tmp_path) == before
 
@@ -504,7 +494,7 @@ def test_cli_runs_and_a_refusal_is_one_line_on_stderr(tmp_path):
     """The script end to end, in a process of its own: it writes the corpus its flags ask for, and
     what Python prints of a refusal is the line alone, no traceback."""
     out = str(tmp_path / "data")
-    run = [sys.executable, os.path.join(ROOT, "sample_data.py"), f"--out_dir={out}", "--block_size=256",
+    run = [sys.executable, os.path.join(ROOT, "sample_data.py"), f"--data_dir={out}", "--block_size=256",
            "--num_tokens=2000", "--tasks=niah_multikey,json_kv"]
     r = subprocess.run([*run, "--data_seed=3"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -213,7 +213,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = train.load_checkpoint(path, own=True)
+    back = train.load_start(path, own=True)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
     # the next owner of the dir finds the dead writer's temp file, and removes it
     assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
@@ -419,13 +419,13 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
     data, out_dir = str(tmp_path / 'data'), str(tmp_path / 'run')
     out = run('config/niah_128.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
               '--max_iters=4', '--eval_interval=2', '--loss_on=all', '--dropout_site=none')
-    assert 'generating it' in out.stdout and 'eval 4:' in out.stdout
+    assert f'generating {data} (niah_single' in out.stdout and 'eval 4:' in out.stdout
     records = log(out_dir)
     assert [r['iter'] for r in records] == [0, 2, 4]
     assert records[-1]['length_eval'].keys() == {'niah_single'}
     assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}
     assert all(k in records[-1] for k in ('train_loss', 'val_loss', 'lr', 'tokens_per_sec', 'mfu'))
-    eval_lengths.main([f'--out_dir={out_dir}', '--multiples=1,4', '--num_samples=2', '--plot=False'])
+    eval_lengths.main([f'--out_dirs={out_dir}', '--multiples=1,4', '--eval_samples=2', '--plot=False'])
     ev = capsys.readouterr().out
     assert 'niah_single' in ev and 'untrained' not in ev
     res = json.load(open(os.path.join(out_dir, 'eval_lengths.json')))
@@ -447,22 +447,34 @@ def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
     refused([*base, f'--out_dir={out_dir}', '--eval_samples=1000000000'], 'eval_samples=1000000000', 'lower eval_samples')
     (tmp_path / 'file').write_text('')
     refused([*base, f'--out_dir={tmp_path / "file"}'], 'out_dir=', 'is a file')
+    same = tmp_path / 'same'               # the corpus lock would wait on the run's own lock forever
+    refused(['config/niah_128.py', *TINY, f'--data_dir={same}', f'--out_dir={same}/'], 'same folder', '--data_dir=')
+    assert not same.exists()
     assert not out_dir.exists()
-    # random bytes where the tokens were: the checksum in meta.json says so; a corpus written before
-    # meta.json held one is checked for ids outside the vocabulary
+    # random bytes where the tokens were, one bit flipped in a mask: the checksums in meta.json say so;
+    # a corpus written before the masks had checksums is refused with how to regenerate it
     bad = tmp_path / 'bad'
     bad.mkdir()
     for f in os.listdir(data_dir):
         (bad / f).write_bytes(open(os.path.join(data_dir, f), 'rb').read())
     (bad / 'train.bin').write_bytes(np.random.default_rng(0).bytes(os.path.getsize(bad / 'train.bin')))
     msg = refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'train.bin', 'checksum', f'delete {bad}')
+    (bad / 'train.bin').write_bytes(open(os.path.join(data_dir, 'train.bin'), 'rb').read())
+    mask = bytearray((bad / 'train_mask.bin').read_bytes())
+    mask[len(mask) // 2] ^= 1
+    (bad / 'train_mask.bin').write_bytes(bytes(mask))
+    refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'train_mask.bin', 'checksum')
     meta = json.loads((bad / 'meta.json').read_text())
-    del meta['sha256']
+    del meta['sha256']['train_mask.bin']
     (bad / 'meta.json').write_text(json.dumps(meta))
-    refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'train.bin', 'outside the vocabulary')
+    old = refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'written before train_mask.bin had a checksum')
     assert not out_dir.exists()
-    # the advice: delete the corpus, rerun; the run generates it again (as the fixture made it)
-    assert msg.endswith('delete {} and rerun: this run generates it again'.format(bad))
+    # each advice works: the sample_data.py command writes the same corpus again ...
+    command = old.split('regenerate with: ')[1].replace('python', sys.executable, 1)
+    subprocess.run(command, shell=True, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    assert (bad / 'train_mask.bin').read_bytes() == open(os.path.join(data_dir, 'train_mask.bin'), 'rb').read()
+    # ... and so does deleting the corpus and rerunning (the run generates it again, as the fixture made it)
+    assert f'delete {bad} and rerun (train.py generates it again)' in msg
     for f in os.listdir(bad):
         os.remove(bad / f)
     os.rmdir(bad)
