@@ -13,7 +13,9 @@ import rundir
 from study.evals import MISMATCH, MISMATCH_ROWS
 from study.runs import SCHEDULING
 from study.stats import (TESTS, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
-                         sign_flip_test, smallest_fisher_p, wilson)
+                         seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+
+SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
 
 
 def find_fit(runs):
@@ -32,15 +34,41 @@ def init_template(cfg, arm, study_argv):
     return template
 
 
+def area_and_range(curve, threshold):
+    """curve: {multiple: accuracy} of one run's final eval. -> (area, range): the area is the mean
+    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under accuracy against
+    log2(multiple), normalized to [0, 1]); the range is the largest multiple at which accuracy is
+    >= threshold there and at every shorter multiple (0: not even at the shortest)."""
+    points = sorted((m, a) for m, a in curve.items() if a is not None)
+    area = sum(a for _, a in points) / len(points) if points else None
+    reach = 0
+    for m, a in points:
+        if a < threshold:
+            break
+        reach = m
+    return area, reach
+
+
+def spread(values):
+    """mean with its t interval, sd, median of a list of numbers (all None when empty)."""
+    mean, ci = mean_ci(values)
+    return {'mean': mean, 'ci95': ci, 'sd': mean_std(values)[1] if values else None,
+            'median': statistics.median(values) if values else None}
+
+
 def arm_outcomes(per_seed, cfg):
-    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured)} of an arm's
-    finished runs -> its outcome counts and intervals. Never-fit runs are counted apart: a run that
-    did not learn the task says nothing about extrapolating it."""
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured, {multiple:
+    accuracy} of the primary task)} of an arm's finished runs -> its outcome counts and intervals.
+    Never-fit runs are counted apart (a run that did not learn the task says nothing about
+    extrapolating it) and, for the area and range, also counted as failures (0)."""
     fit = {s: o for s, o in per_seed.items() if o[0] is not None}
-    steps = {str(s): it for s, (it, _) in fit.items()}
-    accs = {s: a for s, (_, a) in fit.items() if a is not None}
+    steps = {str(s): o[0] for s, o in fit.items()}
+    accs = {s: o[1] for s, o in fit.items() if o[1] is not None}
     extrap = [s for s, a in accs.items() if a >= cfg['extrap_threshold']]
     mean, ci = mean_ci(list(accs.values()))
+    shape = {s: area_and_range(o[2], cfg['range_threshold']) for s, o in fit.items()}
+    areas = {str(s): a for s, (a, _) in shape.items() if a is not None}
+    failed = {str(s): areas[str(s)] if s in fit else 0.0 for s in per_seed if s not in fit or str(s) in areas}
     return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [s for s, o in per_seed.items() if o[0] is None],
             'steps_to_fit': {'per_seed': steps, 'median': statistics.median(steps.values()) if steps else None,
                              'min': min(steps.values(), default=None), 'max': max(steps.values(), default=None)},
@@ -49,7 +77,12 @@ def arm_outcomes(per_seed, cfg):
                              'share': len(extrap) / len(accs) if accs else None, 'ci95': wilson(len(extrap), len(accs)),
                              'interval': 'Wilson score'},
             'accuracy_at_extrap': {'multiple': cfg['extrap_multiple'], 'per_seed': {str(s): a for s, a in accs.items()},
-                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'}}
+                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'},
+            'area': {'per_seed': areas, **spread(list(areas.values())),
+                     'never_fit_as_0': {'per_seed': failed, **spread(list(failed.values()))},
+                     'interval': 'Student t over fit runs, clipped to [0, 1]'},
+            'range': {'per_seed': {str(s): m for s, (_, m) in shape.items()}, 'threshold': cfg['range_threshold'],
+                      'median': statistics.median(m for _, m in shape.values()) if shape else None}}
 
 
 def versus_control(arm, ctrl, paired):
@@ -74,7 +107,26 @@ def versus_control(arm, ctrl, paired):
         p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
         out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
                          'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
+    out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed']),
+                   'never_fit_as_0': area_test(arm['area']['never_fit_as_0']['per_seed'],
+                                               ctrl['area']['never_fit_as_0']['per_seed'])}
     return out
+
+
+def area_test(x, y):
+    """The area of an arm against the control's, paired by seed (a seed fixes the initial weights and
+    the batches in every arm): sign-flip test over the per-seed differences, their mean with a t
+    interval, the seeds 80% power needs for a shift of SHIFT; and the unpaired permutation test."""
+    both = [s for s in x if s in y]
+    d = [x[s] - y[s] for s in both]
+    if not d:
+        return None
+    p, method = sign_flip_test(d)
+    mean, ci = mean_ci(d, clip=False)
+    sd = mean_std(d)[1]
+    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci, 'sd': sd, 'p': p, 'method': method,
+            'seeds_for_power': seeds_for_shift(sd, SHIFT), 'shift': SHIFT,
+            'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
 
 
 def add_outcomes(arms_out, per_run, cfg, study_argv):
@@ -94,13 +146,17 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
                 tested.append(arm['vs_control']['fisher'])
     for f, p in zip(tested, holm([f['p'] for f in tested])):
         f['p_holm'] = p
+    primary = [a['vs_control']['area']['left_out'] for n, a in arms_out.items()
+               if n != cfg['control'] and a['vs_control']['area']['left_out']]
+    for t, p in zip(primary, holm([t['p'] for t in primary])):   # the primary outcome's family: every site vs control
+        t['p_holm'] = p
 
 
 def run_outcome(run, cfg):
-    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval, or None)."""
+    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its {multiple: accuracy})."""
     task = cfg['extrap_task'] or run['tasks'][0]
-    acc = run['eval']['length_eval'].get(task, {}).get(f"{cfg['extrap_multiple']}x")
-    return run.get('fit_iter'), acc
+    by_m = run['eval']['length_eval'].get(task, {})
+    return run.get('fit_iter'), by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
 
 
 def summarize(runs, cfg, study_argv):
@@ -136,7 +192,8 @@ def summarize(runs, cfg, study_argv):
         arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
     task = cfg['extrap_task'] or "the run's first eval task"
     rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
-            'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'], **TESTS,
+            'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'],
+            'range_threshold': cfg['range_threshold'], **TESTS,
             'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
                    f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
             'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
@@ -195,6 +252,41 @@ def outcomes_table(results):
               f"seeds fit in both arms (exact up to 16 seeds), only where both continue the same runs ('-': not paired). "
               f"Seeds for power: fit runs per arm the observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
               f"{rule['alpha']}, exact; searched up to 200).", '']
+    return lines
+
+
+def area_table(results):
+    """The continuous outcomes: one row per arm, its area and range, and its area against the
+    control paired by seed (the primary test, Holm over the arms), with never-fit runs left out and
+    counted as 0."""
+    rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
+    lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
+             f"area - {c or 'control'}, paired (mean [95% CI]) | paired p (Holm) | seeds for {SHIFT:g} | "
+             f"never fit as 0: paired p |", '| --- |' + ' --- |' * 7]
+    for name, arm in results['arms'].items():
+        a = arm['area']
+        sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
+        cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}",
+                 '-' if arm['range']['median'] is None else f"{arm['range']['median']:g}x"]
+        v = (arm.get('vs_control') or {}).get('area') or {}
+        t, t0 = v.get('left_out'), v.get('never_fit_as_0')
+        if name == c:
+            cells += ['control', '-', '-', '-']
+        elif t:
+            ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
+            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds)", f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})",
+                      str(t['seeds_for_power'] or '-'), fmt_p(t0['p']) if t0 else '-']
+        else:
+            cells += ['-'] * 4
+        lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
+    lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
+              f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= {rule['range_threshold']:g} there "
+              f"and at every shorter one. Each point is {n} held-out examples, so its eval standard error is at most "
+              f"{0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most {0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. "
+              f"Paired: per-seed differences from {c or 'the control'} (a seed fixes the initial weights and the batches in every "
+              f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested; seeds for {SHIFT:g}: paired seeds that "
+              f"80% power at alpha 0.05 would need to detect an area shift of {SHIFT:g} at this spread (normal approximation). "
+              f"Never fit as 0: the same test with never-fit runs counted as failures (area 0).", '']
     return lines
 
 
@@ -258,7 +350,8 @@ def format_markdown(results):
     lines = [f"`{results['command']}`", '',
              f"Accuracy per length multiple: mean ± standard deviation over seeds, "
              f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
-    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**What the tests support**', '', what_tests_support(results), '']
+    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
+    lines += ['**What the tests support**', '', what_tests_support(results), '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
         lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',

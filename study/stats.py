@@ -46,8 +46,9 @@ def wilson(k, n, z=1.959963984540054):
     return [0.0 if k == 0 else centre - half, 1.0 if k == n else centre + half]   # exact ends, no float dust
 
 
-def mean_ci(xs):
-    """-> (mean, 95% Student t interval clipped to [0, 1] (accuracies)); the interval needs 2 values."""
+def mean_ci(xs, clip=True):
+    """-> (mean, 95% Student t interval, clipped to [0, 1] for accuracies unless clip=False (a
+    difference)); the interval needs 2 values."""
     if not xs:
         return None, None
     m, sd = mean_std(xs)
@@ -57,7 +58,7 @@ def mean_ci(xs):
     z = 1.959963984540054
     t = T975[df - 1] if df <= len(T975) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
     half = t * sd / math.sqrt(len(xs))
-    return m, [max(0.0, m - half), min(1.0, m + half)]
+    return m, [max(0.0, m - half), min(1.0, m + half)] if clip else [m - half, m + half]
 
 
 def holm(ps):
@@ -125,3 +126,13 @@ def seeds_for_power(p1, p2, power=0.8, alpha=0.05, n_max=200):
     if p1 == p2:
         return None
     return next((n for n in range(1, n_max + 1) if power_fisher(p1, p2, n, alpha) >= power), f'>{n_max}')
+
+
+def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
+    """Paired seeds needed to detect a mean shift `shift` in a continuous outcome whose per-seed
+    differences have standard deviation sd, two-sided at alpha (normal approximation:
+    n = ((z_(1-alpha/2) + z_power) sd / shift)^2). None when sd is unknown."""
+    if sd is None:
+        return None
+    z = {0.05: 1.959963984540054}[alpha] + {0.8: 0.8416212335729143}[power]
+    return max(2, math.ceil((z * sd / shift) ** 2))

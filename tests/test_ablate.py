@@ -337,6 +337,16 @@ def fit_log(fit_iter):
            [{'iter': 300, 'length_eval': {'niah_single': {'1x': 0.5}}, 'fit_iter': fit_iter, 'final': True}]
 
 
+def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1x():
+    curve = {1: 1.0, 2: 0.8, 4: 0.6, 8: 0.3, 16: 0.55, 32: 0.0, 64: 0.0}
+    area, reach = report.area_and_range(curve, 0.5)
+    assert area == pytest.approx(3.25 / 7) and reach == 4       # 16x's 0.55 comes after a fall: not in the range
+    assert report.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
+    assert report.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
+    assert stats.seeds_for_shift(0.06, 0.05) == 12 and stats.seeds_for_shift(0.1, 0.05) == 32   # (2.8016 sd / 0.05)^2
+    assert stats.seeds_for_shift(None, 0.05) is None
+
+
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.20, fit_log(100)),
             fake_run(tmp_path, 'none', 2, 1.0, 0.95, fit_log(200)),
@@ -349,7 +359,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     report.find_fit(runs)
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
-                                           'extrap_multiple', 'extrap_threshold', 'extrap_task')}
+                                           'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
     res = json.loads(json.dumps(report.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
@@ -376,9 +386,20 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert v['paired']['seeds'] == [1, 2] and v['paired']['p'] == pytest.approx(1.0)
     assert v['paired']['difference'] == pytest.approx((0.77 - 0.03) / 2)
     assert v['power']['seeds_per_arm'] == stats.seeds_for_power(1.0, 1 / 3)
+    # the area (mean over the evaluated multiples) and the range, paired by seed against the control
+    assert none['area']['per_seed'] == pytest.approx({'1': 0.6, '2': 0.975, '3': 0.55})
+    assert none['range']['per_seed'] == {'1': 1, '2': 16, '3': 1} and none['range']['median'] == 1
+    assert vpad['area']['per_seed'] == pytest.approx({'1': 0.985, '2': 0.96})            # seed 3 never fit: left out,
+    assert vpad['area']['never_fit_as_0']['per_seed'] == pytest.approx({'1': 0.985, '2': 0.96, '3': 0.0})  # or 0
+    a = v['area']['left_out']
+    assert a['seeds'] == [1, 2] and a['difference'] == pytest.approx((0.385 - 0.015) / 2) and a['p'] == pytest.approx(1.0)
+    assert a['p_holm'] == pytest.approx(1.0) and a['ci95'][0] < 0 < a['ci95'][1]        # unclipped: a difference
+    assert a['seeds_for_power'] == stats.seeds_for_shift(stats.mean_std([0.385, -0.015])[1], 0.05)
+    assert v['area']['never_fit_as_0']['seeds'] == [1, 2, 3]
     assert (wd['runs'], wd['fit'], wd['never_fit'], wd['pending_seeds']) == (1, 0, [1], [2])
     assert wd['vs_control']['fisher'] is None and wd['vs_control']['permutation'] is None
     md = report.format_markdown(res)
+    assert '| vpad | 2 | 0.97 [0.81, 1.00], sd 0.018 | 16x | +0.185 [' in md and '| 1.000 (1.000) |' in md
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
     assert 'Pre-registered rule: a run fits at the first quick eval where the 1x accuracy' in md
