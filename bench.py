@@ -23,8 +23,9 @@ import torch.nn.functional as F
 import model as M
 from model import GPT, GPTConfig, SITES, ssd_scan, ssd_scan_sequential
 
-# The main run's models (config/vpad.py, config/mamba2.py) at width 128, depth 4
-TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2)
+# The earlier main run's transformer (config/niah_128.py: window 64, NoPE every 2nd layer) and
+# config/mamba2.py's Mamba2, both at width 128, depth 4: the shapes of results/bench
+TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2, short_conv=0)
 MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, headdim=32, chunk_size=64)
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -86,7 +87,7 @@ def bench_sites(rounds=6):
 
 
 def bench_mamba(rounds=6):
-    """Mamba2 (config/mamba2.py) vs the transformer (config/vpad.py) step, both with vpad."""
+    """Mamba2 (config/mamba2.py) vs the transformer above, a step each, both with vpad."""
     for batch, T, vocab in ((32, 128, 1310), (16, 256, 2048)):
         print(f"\n== training step, Mamba2 vs transformer: 4 layers, width 128, {batch} x {T} tokens, vocab {vocab}, "
               f"vpad 0.1, targets on the last 1/8 of each row, {rounds} alternating rounds ==")
@@ -151,8 +152,8 @@ def bench_saved():
     per_row = {}
     for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
         c = configs[name]
-        keys = ('n_layer', 'n_head', 'n_embd', 'window', 'nope_every', 'dropout', 'dropout_site', 'block_pattern',
-                'd_state', 'expand', 'headdim', 'chunk_size')
+        keys = ('n_layer', 'n_head', 'n_embd', 'window', 'nope_every', 'short_conv', 'dropout', 'dropout_site',
+                'block_pattern', 'd_state', 'expand', 'headdim', 'chunk_size')
         block = M.Block(GPTConfig(vocab_size=2048, **{k: c[k] for k in keys if k in c}), 0).train()
         x = torch.randn(1, c['block_size'], c['n_embd'], requires_grad=True)
         rope_cs = M.rope_tables(c['block_size'], c['n_embd'] // c['n_head'], 10000.0, 'cpu')
@@ -201,7 +202,7 @@ MEMORY_CODE = """
 import resource, sys, torch
 from model import GPT, GPTConfig
 arch, T = sys.argv[1], int(sys.argv[2])
-cfg = dict(vocab_size=2048, block_size=128, n_layer=4, n_head=4, n_embd=128)
+cfg = dict(vocab_size=2048, block_size=128, n_layer=4, n_head=4, n_embd=128, short_conv=0, dropout_site='none')
 cfg.update(dict(window=dict(window=64, nope_every=0), mamba2=dict(block_pattern='M'))[arch])
 m = GPT(GPTConfig(**cfg)).eval()
 with torch.no_grad():

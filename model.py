@@ -52,16 +52,18 @@ BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}
 
 @dataclass
 class GPTConfig:
+    # the defaults are the main run's model (config/vpad.py): 2 global NoPE attention layers with short
+    # convolutions, width 64, VPAD 0.1
     vocab_size: int = 1024
-    block_size: int = 256       # the training length: a default for data and MFU, never a limit
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    dropout: float = 0.0
-    dropout_site: str = 'none'  # one of SITES
+    block_size: int = 64        # the training length: a default for data and MFU, never a limit
+    n_layer: int = 2
+    n_head: int = 1
+    n_embd: int = 64
+    dropout: float = 0.1
+    dropout_site: str = 'vpad'  # one of SITES
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
-    short_conv: int = 0         # attention layers first add a learned per-channel mix of the previous short_conv positions to their input; 0 = off
-    nope_every: int = 0         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
+    short_conv: int = 3         # attention layers first add a learned per-channel mix of the previous short_conv positions to their input; 0 = off
+    nope_every: int = 1         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
     nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the last (W N W N)
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
@@ -785,7 +787,7 @@ if __name__ == '__main__':
         idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
         state, what = ckpt['model'], f"{sys.argv[1]} (trained with {cfg['dropout_site']})"
     else:
-        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, block_pattern='A')
+        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, nope_every=0, short_conv=0, block_pattern='A')
         idx = torch.randint(0, 512, (8, 256))
         model = GPT(GPTConfig(**cfg))
         with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some

@@ -40,7 +40,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # -----------------------------------------------------------------------------
-# default config values: the main run (config/vpad.py names it); a config file and --key=value
+# default config values: the main run (config/vpad.py states it with its reasons); a config file and --key=value
 # override them (see configurator.py). A 2-layer VPAD transformer learns mqar at 64 tokens and is
 # evaluated at 1x..64x that length; a few minutes on a 2-core CPU, data generation included.
 # I/O
@@ -117,23 +117,16 @@ import sample_data  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 
+
+# -----------------------------------------------------------------------------
+# the settings, checked before anything is generated or written
+
 MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
 POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
             'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
             'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
-
-
-# what the checkpoint keeps of its step's log record, so that a run killed between its checkpoint
-# and its log line (during the length eval) logs that step in full when it resumes
-LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu')
-
-
-class Split(NamedTuple):
-    ids: np.ndarray    # token ids, flat
-    mask: np.ndarray   # 1 where the token is part of an answer
-    n_rows: int        # aligned rows of block_size (+1) tokens
 
 
 def check_config(cfg):
@@ -222,56 +215,13 @@ def train_bytes(cfg, vocab_size, device, act_bytes):
             + eval_lengths.estimate_bytes(c, cfg['batch_size'], cfg['block_size'], device))
 
 
-def init_path(init_from):
-    return os.path.join(init_from, 'ckpt.pt') if os.path.isdir(init_from) else init_from
+# -----------------------------------------------------------------------------
+# data: the corpus, generated on first use, and the batches drawn from it
 
-
-def load_start(path, own):
-    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
-                         f"start the run with init_from='scratch'")
-    return rundir.load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
-                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
-
-
-def where_it_stands(argv, out_dir, saved_iter, world_size):
-    """How to go on after an interruption or a disk error: the command that resumes the run from
-    its last checkpoint, or that starts it again when it has none yet."""
-    launch = ['python'] if world_size == 1 else ['torchrun', '--standalone', f'--nproc_per_node={world_size}']
-    if saved_iter is None:
-        return f"start again with: {shlex.join(launch + ['train.py', *argv])} (nothing was saved yet)"
-    argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
-    return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
-            f"of iter {saved_iter}, {os.path.join(out_dir, 'ckpt.pt')})")
-
-
-def get_lr(it, cfg, fit_iter=None):
-    # 1) linear warmup; then with steps_after_fit (warmup-stable-decay): 2) constant until the fit,
-    # 3) cosine down to min_lr over the steps_after_fit steps after it, so every run ends at min_lr
-    # after the same decay however late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
-    if not cfg['decay_lr']:
-        return cfg['learning_rate']
-    if it < cfg['warmup_iters']:
-        return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
-    if cfg['steps_after_fit']:
-        if fit_iter is None or it <= fit_iter:
-            return cfg['learning_rate']
-        start, decay_iters = fit_iter, fit_iter + cfg['steps_after_fit']
-    else:
-        start, decay_iters = cfg['warmup_iters'], cfg['lr_decay_iters'] or cfg['max_iters']
-    if it > decay_iters:
-        return cfg['min_lr']
-    ratio = (it - start) / max(1, decay_iters - start)
-    return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
-
-
-def draw_seed(*parts):
-    """A seed from (seed, step, micro-batch, ...): the same on every process and after a resume."""
-    s = 0
-    for p in parts:
-        s = (s * 1_000_003 + int(p)) % 2**61
-    return s
+class Split(NamedTuple):
+    ids: np.ndarray    # token ids, flat
+    mask: np.ndarray   # 1 where the token is part of an answer
+    n_rows: int        # aligned rows of block_size (+1) tokens
 
 
 def open_data(cfg, master):
@@ -332,13 +282,25 @@ def window_reach(model):
     return layers.count('W') * (model.config.window - 1) + len(layers) * model.config.short_conv
 
 
-def fits(accs, threshold):
-    """The fit rule: 1x accuracy >= threshold on every task of a length eval {task: {'1x': acc}}."""
-    return all(by_m.get('1x') is not None and by_m['1x'] >= threshold for by_m in accs.values())
+# -----------------------------------------------------------------------------
+# model: from scratch, resumed, or from another run's weights
+
+# what the checkpoint keeps of its step's log record, so that a run killed between its checkpoint
+# and its log line (during the length eval) logs that step in full when it resumes
+LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu')
 
 
-def format_accuracy(acc):
-    return 'n/a (skipped)' if acc is None else f"{acc:.2f}"
+def init_path(init_from):
+    return os.path.join(init_from, 'ckpt.pt') if os.path.isdir(init_from) else init_from
+
+
+def load_start(path, own):
+    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
+                         f"start the run with init_from='scratch'")
+    return rundir.load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
+                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
 
 
 def start_model(cfg, tok, device):
@@ -387,22 +349,6 @@ def start_model(cfg, tok, device):
     return model, optimizer, iter_num, best_val_loss, resumed, notes, last
 
 
-def open_log(out_dir, resumed, iter_num):
-    """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
-    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, {iter: record})"""
-    log_path = os.path.join(out_dir, 'log.jsonl')
-    if not resumed:          # (a checkpoint here was refused before anything was generated)
-        if os.path.exists(log_path):          # a run that died before its first checkpoint
-            os.replace(log_path, log_path + '.old')
-            print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
-        return log_path, {}
-    if os.path.exists(log_path):
-        kept = rundir.read_log(log_path, iter_num)
-        rundir.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
-        return log_path, {r['iter']: r for r in kept}
-    return log_path, {}
-
-
 class CompiledOrEager(torch.nn.Module):
     """model under torch.compile; if compiling fails (at the first call), one line saying so and the
     model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
@@ -425,6 +371,9 @@ class CompiledOrEager(torch.nn.Module):
                 self.compiled.clear()
         return self.model(*args)
 
+
+# -----------------------------------------------------------------------------
+# the processes, the schedule, the log and the steps of the loop
 
 class Procs(NamedTuple):
     """This process's place in a run: its DDP rank, its device, and its share of a step's rows."""
@@ -473,6 +422,51 @@ def setup_processes(cfg):
                  -(-rank_rows // micro_rows))
 
 
+def get_lr(it, cfg, fit_iter=None):
+    # 1) linear warmup; then with steps_after_fit (warmup-stable-decay): 2) constant until the fit,
+    # 3) cosine down to min_lr over the steps_after_fit steps after it, so every run ends at min_lr
+    # after the same decay however late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
+    if not cfg['decay_lr']:
+        return cfg['learning_rate']
+    if it < cfg['warmup_iters']:
+        return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
+    if cfg['steps_after_fit']:
+        if fit_iter is None or it <= fit_iter:
+            return cfg['learning_rate']
+        start, decay_iters = fit_iter, fit_iter + cfg['steps_after_fit']
+    else:
+        start, decay_iters = cfg['warmup_iters'], cfg['lr_decay_iters'] or cfg['max_iters']
+    if it > decay_iters:
+        return cfg['min_lr']
+    ratio = (it - start) / max(1, decay_iters - start)
+    return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
+
+
+def stop_iter(cfg, fit_iter):
+    """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
+    decay after it, so a run that fits late still gets its whole decay."""
+    if fit_iter is None or not cfg['steps_after_fit']:
+        return cfg['max_iters']
+    return fit_iter + cfg['steps_after_fit']
+
+
+def draw_seed(*parts):
+    """A seed from (seed, step, micro-batch, ...): the same on every process and after a resume."""
+    s = 0
+    for p in parts:
+        s = (s * 1_000_003 + int(p)) % 2**61
+    return s
+
+
+def fits(accs, threshold):
+    """The fit rule: 1x accuracy >= threshold on every task of a length eval {task: {'1x': acc}}."""
+    return all(by_m.get('1x') is not None and by_m['1x'] >= threshold for by_m in accs.values())
+
+
+def format_accuracy(acc):
+    return 'n/a (skipped)' if acc is None else f"{acc:.2f}"
+
+
 @torch.no_grad()
 def estimate_val_loss(model, split, cfg, procs):
     """Mean loss per target over the same val rows every time (a fixed eval set)."""
@@ -489,12 +483,31 @@ def estimate_val_loss(model, split, cfg, procs):
     return total / max(count, 1)
 
 
-def stop_iter(cfg, fit_iter):
-    """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
-    decay after it, so a run that fits late still gets its whole decay."""
-    if fit_iter is None or not cfg['steps_after_fit']:
-        return cfg['max_iters']
-    return fit_iter + cfg['steps_after_fit']
+def open_log(out_dir, resumed, iter_num):
+    """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
+    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, {iter: record})"""
+    log_path = os.path.join(out_dir, 'log.jsonl')
+    if not resumed:          # (a checkpoint here was refused before anything was generated)
+        if os.path.exists(log_path):          # a run that died before its first checkpoint
+            os.replace(log_path, log_path + '.old')
+            print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
+        return log_path, {}
+    if os.path.exists(log_path):
+        kept = rundir.read_log(log_path, iter_num)
+        rundir.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
+        return log_path, {r['iter']: r for r in kept}
+    return log_path, {}
+
+
+def where_it_stands(argv, out_dir, saved_iter, world_size):
+    """How to go on after an interruption or a disk error: the command that resumes the run from
+    its last checkpoint, or that starts it again when it has none yet."""
+    launch = ['python'] if world_size == 1 else ['torchrun', '--standalone', f'--nproc_per_node={world_size}']
+    if saved_iter is None:
+        return f"start again with: {shlex.join(launch + ['train.py', *argv])} (nothing was saved yet)"
+    argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
+    return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
+            f"of iter {saved_iter}, {os.path.join(out_dir, 'ckpt.pt')})")
 
 
 def diverged(what, run, cfg):

@@ -1,4 +1,4 @@
-# The main run with a hybrid: attention (sliding window, RoPE) and Mamba2 layers alternate, A M A M.
+# The main run with a hybrid: global RoPE attention (window 0) and Mamba2 layers alternate, A M A M.
 exec(open('config/vpad.py').read())
 out_dir = 'out/hybrid_vpad'
 block_pattern = 'AM'

@@ -20,7 +20,7 @@ n_head = 4
 n_embd = 128
 window = 64
 nope_every = 2
-short_conv = 0            # train.py's defaults are the mqar run's: this run keeps its own
+short_conv = 0            # no short convolution: the window layers do the local mixing
 
 dropout = 0.1
 dropout_site = 'vpad'

@@ -23,7 +23,8 @@ def tok():
 
 def tiny_model(tok, **kw):
     torch.manual_seed(0)
-    cfg = dict(vocab_size=tok.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32, window=32)
+    cfg = dict(vocab_size=tok.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32, window=32, nope_every=0,
+               short_conv=0, dropout=0.0, dropout_site='none')
     cfg.update(kw)
     return GPT(GPTConfig(**cfg)).eval()
 
@@ -97,7 +98,7 @@ class Oracle(torch.nn.Module):
     at the first answer position. A model with known answers, so scoring can be checked exactly."""
     def __init__(self, tok, end_first=False):
         super().__init__()
-        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2)
+        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2, short_conv=0, nope_every=0)
         self.vocab, self.end = tok.vocab_size, tok.encode(sample_data.END)[0]
         self.end_first = end_first
 
@@ -340,7 +341,7 @@ class Lookup(torch.nn.Module):
     retrieves; read_key=False: predict the value of the first pair whatever is asked."""
     def __init__(self, tok, read_key):
         super().__init__()
-        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2)
+        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2, short_conv=0, nope_every=0)
         self.vocab, self.read_key = tok.vocab_size, read_key
 
     def forward(self, idx, targets):

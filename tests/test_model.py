@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny(**kw):
-    cfg = dict(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, d_state=8, headdim=16, chunk_size=8)
+    cfg = dict(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, d_state=8, headdim=16, chunk_size=8,
+               short_conv=0, nope_every=0, dropout=0.0, dropout_site='none')
     cfg.update(kw)
     return GPTConfig(**cfg)
 
@@ -384,7 +385,7 @@ def test_64k_token_forward_memory_is_linear():
         "import resource, torch\n"
         "from model import GPT, GPTConfig\n"
         "torch.manual_seed(0)\n"
-        "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64)).eval()\n"
+        "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64, nope_every=0, short_conv=0)).eval()\n"
         "with torch.no_grad():\n"
         "    logits, _ = m(torch.randint(0, 64, (1, 65536)))\n"
         "assert logits.shape == (1, 1, 64) and torch.isfinite(logits).all()\n"
@@ -502,7 +503,7 @@ def test_first_projection_input_is_the_sites_transform(site, eager):
 
 def test_mismatch_diagnostic_separates_the_sites():
     torch.manual_seed(0)
-    cfg = dict(vocab_size=256, n_layer=3, n_head=4, n_embd=64, dropout=0.1, window=32)
+    cfg = dict(vocab_size=256, n_layer=3, n_head=4, n_embd=64, dropout=0.1, window=32, nope_every=0, short_conv=0)
     base = GPT(GPTConfig(**cfg))
     with torch.no_grad():
         # as in trained models: coordinates with non-zero means, residual branches that matter

@@ -20,6 +20,8 @@ import eval_lengths
 import rundir
 import sample_data
 import train
+from configurator import configure, settings_of
+from model import GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--window=32', '--nope_every=2', '--batch_size=4',
@@ -595,3 +597,14 @@ def test_main_run_fits_mqar_and_keeps_it_to_the_end(tmp_path):
     final = log(out_dir)[-1]
     assert final.get('final') and final['fit_iter'] is not None, out.stdout[-1500:]
     assert final['iter'] <= final['fit_iter'] + 1000 and final['length_eval']['mqar']['1x'] >= 0.95, out.stdout[-1500:]
+
+
+def test_the_main_config_states_the_main_run_that_train_py_and_gptconfig_default_to():
+    """config/vpad.py states the main run's settings; train.py's defaults and GPTConfig's are the
+    same run, so `python train.py` and `python train.py config/vpad.py` train one model."""
+    defaults = settings_of(vars(train))
+    with contextlib.redirect_stdout(io.StringIO()):
+        stated = configure(defaults, ['config/vpad.py'])
+    assert stated == defaults
+    model_keys = [k for k in GPTConfig.__dataclass_fields__ if k != 'vocab_size']
+    assert {k: getattr(GPTConfig(), k) for k in model_keys} == {k: defaults[k] for k in model_keys}
