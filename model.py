@@ -453,36 +453,50 @@ class GPT(nn.Module):
 # -----------------------------------------------------------------------------
 # The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)
 
-def _shift_and_ratio(stats):
-    """[(mu, var) per coordinate: eval first, then one per mask] -> (mean_shift, var_ratio), with
-    the train statistics averaged over the masks."""
-    (mu_e, var_e), *train = stats
-    mu_t = torch.stack([m for m, _ in train]).mean(0)
-    var_t = torch.stack([v for _, v in train]).mean(0)
-    return (((mu_t - mu_e).pow(2).mean() / var_e.mean()).sqrt().item(),
-            (var_t / var_e.clamp(min=1e-12)).mean().item())
+def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
+    """One tensor at one layer: e its eval value (N tokens, C), and over K training-mode masks the
+    sums of its value s, its square s2, its per-coordinate batch mean mu_s, mu_s2 and batch variance
+    var_s. Shifts are in units of the eval RMS standard deviation over tokens; each has its mask-noise
+    floor (what the mean over K masks of a mean-preserving noise still shows) measured and subtracted."""
+    scale = e.var(0).mean().sqrt().clamp(min=1e-12)
+    m = s / K                                                          # E over masks, per token: (N, C)
+    floor2 = ((s2 / K - m ** 2) * K / (K - 1)).clamp(min=0).mean() / K  # var over masks / K, averaged
+    token2 = (m - e).pow(2).mean()                                      # per token: E[y | x] against x
+    mu_m, mu_e = mu_s / K, e.mean(0)                                    # per coordinate, over the batch
+    mu_floor2 = ((mu_s2 / K - mu_m ** 2) * K / (K - 1)).clamp(min=0).mean() / K
+    return {'token_shift': ((token2 - floor2).clamp(min=0).sqrt() / scale).item(),
+            'token_floor': (floor2.sqrt() / scale).item(),
+            'mean_shift': (((mu_m - mu_e).pow(2).mean() - mu_floor2).clamp(min=0).sqrt() / scale).item(),
+            'mean_floor': (mu_floor2.sqrt() / scale).item(),
+            'var_ratio': (var_s / K / e.var(0).clamp(min=1e-12)).mean().item(),
+            'differs': bool(token2.sqrt() / scale > 1e-6)}
 
 @torch.no_grad()
-def dropout_mismatch(model, idx, n_masks=8, seed=0):
-    """Run the same batch in eval mode and in train mode (n_masks times, averaging the statistics
-    over masks, so what remains is the systematic effect of the noise, not one mask's luck). For
-    every linear layer report, with mu and var per coordinate over all tokens, at its input:
-      mean_shift = RMS_i (mu_train_i - mu_eval_i) / RMS_i sd_eval_i   (0 = mean preserved)
-      var_ratio  = mean_i var_train_i / var_eval_i                    (1 = variance preserved)
-    and the same two at its output, the pre-activations the next nonlinearity sees
-    (pre_act_mean_shift, pre_act_var_ratio): what VPAD keeps, where inverted dropout inflates the
-    variance by p/(1-p) sum_i W_ji^2 E[x_i^2].
-    -> list of dicts {layer, proj, mean_shift, var_ratio, pre_act_mean_shift, pre_act_var_ratio},
-    in forward order."""
-    stats = {}
-
-    def moments(t):
-        t = t.float().reshape(-1, t.shape[-1])                          # (tokens, features)
-        return t.mean(0), t.var(0)
+def dropout_mismatch(model, idx, n_masks=32, seed=0):
+    """Run the same batch in eval mode and in train mode n_masks times, and for every linear layer
+    compare, at its input and at its output (the pre-activations the next nonlinearity sees):
+      token_shift: the conditional mean shift per token, RMS over tokens and coordinates of
+                   E_masks[y | x] - y_eval, over the eval RMS sd (0 = each token's mean kept;
+                   VPAD's own sites shrink it toward the batch mean: 1 - sqrt(1 - p) = 0.051 at p = 0.1)
+      mean_shift:  the same for the per-coordinate mean over the batch (0 = the batch mean kept)
+      var_ratio:   mean_i var_train_i / var_eval_i over the batch (1 = kept; inverted dropout adds
+                   p/(1-p) sum_i W_ji^2 E[x_i^2] at the output)
+    each shift with its mask-noise floor subtracted (token_floor, mean_floor: the floor itself), and
+    reached: whether the layer's input differs between the modes at all (the layers a site reaches).
+    -> list of dicts {layer, proj, reached, token_shift, ..., pre_act_token_shift, ...}, in forward order."""
+    acc, evals = {}, {}
 
     def hook(name):
         def fn(module, args, out):
-            stats.setdefault(name, []).append((moments(args[0]), moments(out)))
+            for kind, t in (('in', args[0]), ('out', out)):
+                t = t.double().reshape(-1, t.shape[-1])                   # (tokens, features)
+                if not module.training:
+                    evals[name, kind] = t
+                    continue
+                mu = t.mean(0)
+                sums = acc.setdefault((name, kind), [0.0] * 5)
+                for i, v in enumerate((t, t * t, mu, mu * mu, t.var(0))):
+                    sums[i] = sums[i] + v
         return fn
 
     handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
@@ -497,12 +511,12 @@ def dropout_mismatch(model, idx, n_masks=8, seed=0):
         for h in handles:
             h.remove()
     rows = []
-    for name, runs in stats.items():
-        shift, ratio = _shift_and_ratio([i for i, _ in runs])
-        pre_shift, pre_ratio = _shift_and_ratio([o for _, o in runs])
-        rows.append({'layer': int(name.split('.')[1]), 'proj': name.split('.', 2)[2],
-                     'mean_shift': shift, 'var_ratio': ratio,
-                     'pre_act_mean_shift': pre_shift, 'pre_act_var_ratio': pre_ratio})
+    for name in dict.fromkeys(n for n, _ in evals):
+        inp, out = (_mismatch(evals[name, k], *acc[name, k], n_masks) for k in ('in', 'out'))
+        layer, _, proj = name.partition('.')[2].partition('.') if name.startswith('blocks.') else (None, '', name)
+        reached, _ = inp.pop('differs'), out.pop('differs')
+        rows.append({'layer': None if layer is None else int(layer), 'proj': proj, 'reached': reached,
+                     **inp, **{'pre_act_' + k: v for k, v in out.items()}})
     return rows
 
 # =============================================================================
@@ -799,11 +813,13 @@ if __name__ == '__main__':
         m = GPT(GPTConfig(**{**cfg, 'dropout_site': site}))
         m.load_state_dict(state)
         tables[site] = dropout_mismatch(m, idx)
-    for where, (shift, var) in (("input", ('mean_shift', 'var_ratio')),
-                                ("output (pre-activation)", ('pre_act_mean_shift', 'pre_act_var_ratio'))):
-        print(f"\ntrain-vs-eval mismatch at each linear layer's {where}: {what}, dropout={cfg['dropout']}, batch {tuple(idx.shape)}")
-        print("shift = RMS_i (mu_train - mu_eval)_i / RMS_i sd_eval_i (0 = mean kept); var = mean_i var_train_i / var_eval_i (1 = kept)")
-        print(f"{'layer.' + where.split()[0] + ' of':<16}" + "".join(f"{s + ' shift':>17}{s + ' var':>15}" for s in SITES))
+    cols = ('token_shift', 'mean_shift', 'var_ratio')
+    for where, pre in (("input", ''), ("output (pre-activation)", 'pre_act_')):
+        print(f"\ntrain-vs-eval mismatch at each linear layer's {where}: {what}, dropout={cfg['dropout']}, batch "
+              f"{tuple(idx.shape)}, 32 masks; tok = per-token mean shift, mean = batch mean shift (eval sds, noise floor "
+              f"subtracted; 0 = kept), var = train / eval variance (1 = kept); * = the site's noise does not reach it")
+        print(f"{'layer.' + where.split()[0] + ' of':<18}" + "".join(f"{s + ' tok/mean/var':>30}" for s in SITES))
         for i, r in enumerate(tables['none']):
-            print(f"{str(r['layer']) + '.' + r['proj']:<16}"
-                  + "".join(f"{tables[s][i][shift]:17.4f}{tables[s][i][var]:15.3f}" for s in SITES))
+            print(f"{str(r['layer']) + '.' + r['proj']:<18}" + "".join(
+                f"{'' if tables[s][i]['reached'] else '*':>3}" + "".join(f"{tables[s][i][pre + c]:9.4f}" for c in cols)
+                for s in SITES))

@@ -55,29 +55,32 @@ def evaluate(runs, mults, n, compute=True):
             run['eval'] = record
 
 
-MISMATCH = ('mean_shift', 'var_ratio', 'pre_act_mean_shift', 'pre_act_var_ratio')
-
-
+MISMATCH = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_mean_shift', 'pre_act_var_ratio',
+            'token_floor')
 MISMATCH_ROWS = 16   # validation rows per run for the mismatch; in its cache key (it fixes the rows for a corpus)
+MISMATCH_MASKS = 32  # training-mode passes per run; their noise floor is measured and subtracted (model.dropout_mismatch)
 
 
 def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
-    on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers; cached in the run dir
-    (ablate_mismatch.json; compute=False only reads it). `python model.py RUN_DIR` prints the per-layer values for every site."""
+    on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
+    noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
+    (ablate_mismatch.json; compute=False only reads it). `python model.py RUN_DIR` prints the
+    per-layer values for every site."""
     for run in runs:
         if run['state'] != 'done':
             continue
 
-        def mean_over_layers():               # the data is read only here: a cached run needs none
+        def mean_over_reached_layers():       # the data is read only here: a cached run needs none
             T = run['cfg']['block_size']
             ids, _ = sample_data.load_split(run['cfg']['data_dir'], 'val')
             idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)   # (<= MISMATCH_ROWS, T)
             with contextlib.redirect_stdout(io.StringIO()):
                 model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
-            rows = dropout_mismatch(model, idx)
-            return {k: sum(r[k] for r in rows) / len(rows) for k in MISMATCH}
-        record = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS},
-                        mean_over_layers if compute else None)
+            rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
+            return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
+        record = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS,
+                                                      'masks': MISMATCH_MASKS, 'measure': 'per token and batch, floor subtracted'},
+                        mean_over_reached_layers if compute else None)
         if record is not None:
             run['mismatch'] = record

@@ -10,7 +10,7 @@ import statistics
 
 import eval_lengths
 import rundir
-from study.evals import MISMATCH, MISMATCH_ROWS
+from study.evals import MISMATCH, MISMATCH_MASKS, MISMATCH_ROWS
 from study.runs import SCHEDULING
 from study.stats import (TESTS, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
                          seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
@@ -183,7 +183,9 @@ def summarize(runs, cfg, study_argv):
     for arm in arms_out.values():
         if arm.get('mismatch_per_seed'):
             per_seed = list(arm['mismatch_per_seed'].values())
-            arm['mismatch'] = {k: sum(m[k] for m in per_seed) / len(per_seed) for k in MISMATCH}
+            values = {k: [m[k] for m in per_seed if m.get(k) is not None] for k in MISMATCH}
+            arm['mismatch'] = {k: mean_std(v)[0] if v else None for k, v in values.items()}
+            arm['mismatch_sd'] = {k: mean_std(v)[1] if v else None for k, v in values.items()}   # over seeds
         for task in arm['tasks'].values():
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
@@ -373,15 +375,21 @@ def format_markdown(results):
         if any(a['never_fit'] for a in results['arms'].values()):
             lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
         lines.append('')
-    measured = {n: a['mismatch'] for n, a in results['arms'].items() if a.get('mismatch')}
+    measured = {n: a for n, a in results['arms'].items() if a.get('mismatch')}
     if measured:
-        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over its linear layers and its "
-                  f"seeds ({MISMATCH_ROWS} validation rows, 8 masks; `python model.py RUN_DIR` gives it per layer and site): "
-                  "shift of the mean in eval standard deviations (0 = kept) and train/eval variance ratio "
-                  "(1 = kept), at the layers' inputs and at their outputs (pre-activations).", '',
-                  '| arm | input shift | input var ratio | pre-act shift | pre-act var ratio |',
-                  '| --- | --- | --- | --- | --- |']
-        lines += [f"| {n} | " + ' | '.join(f"{m[k]:.3f}" for k in MISMATCH) + ' |' for n, m in measured.items()]
+        def cell(arm, k):
+            m, sd = arm['mismatch'][k], arm['mismatch_sd'][k]
+            return '-' if m is None else f"{m:.3f}" + ('' if sd is None else f" ± {sd:.3f}")
+        cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise reaches "
+                  f"('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, {MISMATCH_MASKS} masks; "
+                  "`python model.py RUN_DIR` gives it per layer and site). Token shift: the conditional mean shift per "
+                  "token, E over masks of y given x against x; batch shift: the same for the per-coordinate batch mean; "
+                  "both in eval standard deviations with the mask-noise floor (last column) subtracted (0 = kept); "
+                  "var ratio: train / eval variance (1 = kept); at the layers' inputs and, pre-act, at their outputs.", '',
+                  '| arm | token shift | batch shift | var ratio | pre-act token shift | pre-act var ratio | noise floor |',
+                  '| --- |' + ' --- |' * 6]
+        lines += [f"| {n} | " + ' | '.join(cell(a, k) for k in cols) + ' |' for n, a in measured.items()]
         lines.append('')
     pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
     if pending:

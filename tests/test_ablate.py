@@ -102,10 +102,10 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     rec = json.load(open(grid / 'wd' / 'seed2' / 'ablate_eval.json'))['record']
     assert {m[:-1]: a for m, a in rec['length_eval']['niah_single'].items()} == \
         {m: p['per_seed']['2'] for m, p in res['arms']['wd']['tasks']['niah_single'].items()}
-    # no dropout at the arms' site: train and eval mode are the same network, so no mismatch
+    # no dropout at the arms' site: train and eval mode are the same network, so no layer is reached
     for arm in res['arms'].values():
-        assert arm['mismatch']['var_ratio'] == pytest.approx(1) and arm['mismatch']['pre_act_var_ratio'] == pytest.approx(1)
-        assert arm['mismatch']['mean_shift'] == pytest.approx(0, abs=1e-5)
+        assert [m['layers'] for m in arm['mismatch_per_seed'].values()] == [0, 0]
+        assert arm['mismatch']['var_ratio'] is None and arm['mismatch']['token_shift'] is None
     md = open(out / 'results.md').read()
     assert '| none | 2 |' in md and 'pre-act var ratio' in md
     per_seed = res['arms']['wd']['tasks']['niah_single']
@@ -480,7 +480,7 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
     arm = res['arms']['none']
     assert arm['seeds'] == [1] and arm['pending_seeds'] == [] and arm['runs'] == 1
-    assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch']['var_ratio'] == pytest.approx(1)
+    assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch_per_seed']['1']['layers'] == 0
     jobs, evals = job_files(grid), job_files(grid, 'eval_job.json')
     assert set(jobs) == set(evals) == {'none/seed1'} and jobs['none/seed1'] == info
     for info in list(jobs.values()) + list(evals.values()):
