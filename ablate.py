@@ -155,7 +155,7 @@ def plan(cfg, passed, selected, train_settings):
         fail(str(e))
     if cfg['control'] and cfg['control'] not in cfg['arms']:
         fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, or '' for no tests")
-    for k in ('fit_accuracy', 'extrap_threshold'):
+    for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
         if not 0 < cfg[k] <= 1:
             fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
     if cfg['extrap_multiple'] not in mults:

@@ -14,6 +14,7 @@ import fcntl
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -99,13 +100,23 @@ def save_checkpoint(state, path):
     write_atomic(path, buf.getbuffer())
 
 
+# what train.py writes into every checkpoint; a file without them is another program's
+CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'tokenizer', 'finished', 'fit_iter')
+
+
 def load_checkpoint(path, fix):
-    """The checkpoint at path (tensors on the CPU); one line naming it and `fix` if it is unreadable."""
+    """The checkpoint at path (tensors on the CPU); one line naming it and `fix` if it is unreadable
+    or not one of train.py's (a loadable torch file without its keys)."""
     import torch
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
+        ckpt = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
         raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}: {first_line(e)}); {fix}") from None
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise SystemExit(f"{path} is not a checkpoint train.py wrote (no {', '.join(map(repr, missing[:3]))}"
+                         f"{', ...' if len(missing) > 3 else ''}); {fix}")
+    return ckpt
 
 
 # errno -> (what went wrong, what to do about it)
@@ -124,12 +135,23 @@ def writing(path, what, then):
     try:
         yield
     except OSError as e:
-        why, fix = DISK.get(e.errno, (e.strerror or type(e).__name__, 'fix that'))
+        code = e.errno
+        if code is None and _free_bytes(path) < 2 ** 20:   # numpy's tofile says only "N requested and M written"
+            code = errno.ENOSPC
+        why, fix = DISK.get(code, (e.strerror or str(e) or type(e).__name__, 'fix that'))
         # the folder to fix: the one a refused open or mkdir names (a parent, for a run dir not made yet)
         folder = os.path.dirname(e.filename if isinstance(e.filename, str) else path) or '.'
         then = then() if callable(then) else then
         raise SystemExit(f"cannot write {what} to {path}: {why}; {fix.format(dir=folder)}"
                          + (f", then {then}" if then else '')) from None
+
+
+def _free_bytes(path):
+    """Free bytes on the file system that holds path (or its nearest existing parent)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return shutil.disk_usage(path).free
 
 
 def check_writable(folder, what, then):
@@ -300,8 +322,8 @@ def exit_on_signals(standing):
         for s in (signal.SIGINT, signal.SIGTERM):     # a second Ctrl-C must not cut the cleanup short
             signal.signal(s, signal.SIG_IGN)
         line = standing()
-        if line:
-            print(f"{signal.Signals(signum).name}: {line}", file=sys.stderr, flush=True)
+        if line:   # on a line of its own: a progress bar may hold the current one
+            print(f"\n{signal.Signals(signum).name}: {line}", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, handler)

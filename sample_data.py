@@ -35,6 +35,8 @@ import math
 import os
 import random
 import re
+import shlex
+import shutil
 import string
 import sys
 import uuid
@@ -605,6 +607,10 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
         raise ValueError(f"data_dir={data_dir!r}: cannot make this folder ({e.strerror})") from None
     if not os.access(data_dir, os.W_OK):
         raise ValueError(f"data_dir={data_dir!r} is not writable")
+    need, free = 3 * (num_tokens + (val_tokens or max(block_size, num_tokens // 50))), shutil.disk_usage(data_dir).free
+    if need > free:                                  # 2 bytes a token id, 1 a mask byte
+        raise ValueError(f"num_tokens={num_tokens:,} needs about {need / 2**30:.1f} GiB in {data_dir} and "
+                         f"{free / 2**30:.1f} GiB are free: lower num_tokens, or free space")
 
     meta_path = os.path.join(data_dir, 'meta.json')
     if os.path.exists(meta_path):
@@ -713,6 +719,8 @@ def load_split(data_dir, split):
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     reach = cfg.pop('reach')
+    rundir.exit_on_signals(lambda: f"stopped while writing {cfg['data_dir']} (no meta.json yet, so no run reads it); "
+                                   f"rerun: {shlex.join(['python', 'sample_data.py', *argv])}")
     try:
         meta = prepare(**cfg)
     except ValueError as e:

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -34,10 +35,13 @@ from datetime import timedelta
 from types import SimpleNamespace
 from typing import NamedTuple
 
-import numpy as np
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
+if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one line, not a traceback from
+    # inside the import; rundir.exit_on_signals takes over once the run starts
+    signal.signal(signal.SIGINT, lambda *_: sys.exit("stopped while loading torch: nothing was written"))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 # -----------------------------------------------------------------------------
 # default config values: the main run (config/vpad.py states it with its reasons); a config file and --key=value
@@ -125,6 +129,11 @@ MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
 POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
             'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
             'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
+# sizes past these cannot be built on any machine (a tensor's size overflows before memory is checked)
+AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 2 ** 16, 'expand': 64, 'headdim': 2 ** 16,
+           'd_conv': 2 ** 10, 'chunk_size': 2 ** 16, 'learning_rate': 1e38, 'min_lr': 1e38}
+AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it") | dict.fromkeys(
+    ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
 
@@ -133,14 +142,32 @@ def check_config(cfg):
     """Every setting a user can get wrong, checked before anything is generated or written.
     -> the parsed (eval tasks, quick multiples, final multiples)."""
     try:
+        for k, v in cfg.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{k}={v} must be a finite number")
         for k in POSITIVE:
             if cfg[k] <= 0:
                 raise ValueError(f"{k}={cfg[k]} must be positive")
         for k in NON_NEGATIVE:
             if cfg[k] < 0:
                 raise ValueError(f"{k}={cfg[k]} must be >= 0")
-        if not cfg['learning_rate'] > 0:
-            raise ValueError(f"learning_rate={cfg['learning_rate']} must be positive")
+        for k, most in AT_MOST.items():
+            if cfg[k] > most:
+                raise ValueError(f"{k}={cfg[k]} is more than {most:g}: {AT_MOST_WHY[k]}")
+        for k in ('learning_rate', 'rope_theta'):
+            if not cfg[k] > 0:
+                raise ValueError(f"{k}={cfg[k]} must be positive")
+        for k in ('beta1', 'beta2'):
+            if not 0 <= cfg[k] < 1:
+                raise ValueError(f"{k}={cfg[k]} must be in [0, 1): AdamW's decay of its moment estimates")
+        if not 0 <= cfg['seed'] < 2 ** 63:
+            raise ValueError(f"seed={cfg['seed']} must be in 0..2**63-1 (torch's generators take 64-bit seeds)")
+        if cfg['short_conv'] > cfg['block_size']:
+            raise ValueError(f"short_conv={cfg['short_conv']} is longer than block_size={cfg['block_size']}: "
+                             f"a convolution longer than the training length mixes in nothing more")
+        if cfg['batch_size'] * cfg['gradient_accumulation_steps'] > 2 ** 24:
+            raise ValueError(f"batch_size x gradient_accumulation_steps = {cfg['batch_size'] * cfg['gradient_accumulation_steps']:,} "
+                             f"rows per step, more than the {2 ** 24:,} a step can draw: lower gradient_accumulation_steps")
         for k in ('out_dir', 'data_dir'):
             if not cfg[k].strip():
                 raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
@@ -193,6 +220,11 @@ def check_memory(cfg, vocab_size, device, shortest):
     # a GPU's whole memory, not its free memory: asking for that would open a CUDA context in ablate.py too
     have = torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda else eval_lengths.available_bytes('cpu')
     act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
+    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=vocab_size)
+    weights = 16 * (12 * c.n_layer * c.n_embd ** 2 + vocab_size * c.n_embd)   # + gradients and AdamW's moments
+    if weights > 0.8 * have:
+        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB for the "
+                         f"weights, their gradients and AdamW's moments, and {device} has {have / 2**30:.1f} GiB: lower n_embd or n_layer")
     need = train_bytes(cfg, vocab_size, device, act_bytes)
     if need > 0.8 * have:
         raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about {need / 2**30:.1f} GiB "

@@ -266,6 +266,9 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--fit_accuracy=1.5'], ['fit_accuracy', '(0, 1]']),
     (['--extrap_multiple=16'], ['extrap_multiple=16', "multiples='1,2'"]),
     (['--extrap_task=vt'], ["arm 'none'", "extrap_task='vt'", 'niah_single']),
+    (['--beta1=1.5'], ["arm 'none'", 'beta1=1.5', '[0, 1)']),                # train.py's checks, before any run
+    (['--seeds=1,1000000000000000000000000000000'], ["arm 'none'", 'seed=', '2**63']),
+    (['--range_threshold=0'], ['range_threshold', '(0, 1]']),
 ])
 def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     msg = refused(study(tmp_path), *args)
@@ -301,9 +304,23 @@ def write_log(d, records):
 ])
 def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     cfg = {'max_iters': 100, 'dropout': 0.0}
-    torch.save({'config': cfg, **saved}, tmp_path / 'ckpt.pt')
+    torch.save({'config': cfg, **saved, **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))},
+               tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': i} for i in logged])
     assert state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
+
+
+def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
+    """A loadable torch file that train.py did not write (another project's ckpt.pt): one line that
+    names the file and the keys it lacks, from the grid's state check and from train.py's resume."""
+    torch.save({'state_dict': {}, 'epoch': 3}, tmp_path / 'ckpt.pt')
+    with pytest.raises(SystemExit) as e:
+        state({'dir': str(tmp_path), 'cfg': {}, 'selected': True})
+    assert "is not a checkpoint train.py wrote (no 'model', 'optimizer', 'model_args', ...)" in e.value.code
+    assert 'mv ' in e.value.code and len(e.value.code.splitlines()) == 1
+    with pytest.raises(SystemExit) as e:
+        train.load_start(str(tmp_path / 'ckpt.pt'), own=True)
+    assert 'not a checkpoint train.py wrote' in e.value.code and '--init_from=scratch' in e.value.code
 
 
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):

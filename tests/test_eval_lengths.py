@@ -177,7 +177,8 @@ def save_tiny_run(run_dir, tok, config=None, **kw):
     model = tiny_model(tok, **kw)
     os.makedirs(run_dir, exist_ok=True)
     args = dataclasses.asdict(model.config)
-    torch.save({'model': model.state_dict(), 'model_args': args, 'config': config or {}}, os.path.join(run_dir, 'ckpt.pt'))
+    torch.save({'model': model.state_dict(), 'optimizer': {}, 'model_args': args, 'config': config or {}, 'iter_num': 0,
+                'tokenizer': tok.name, 'finished': True, 'fit_iter': None}, os.path.join(run_dir, 'ckpt.pt'))
     tok.save(os.path.join(run_dir, 'tokenizer.json'))
 
 

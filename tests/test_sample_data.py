@@ -6,8 +6,10 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -450,12 +452,17 @@ def test_corpus_bytes_unchanged(tmp_path, block_size, tasks):
 # command line
 
 def main_here(*args):
-    """sample_data.py in this process: -> its one-line refusal, or None when it ran."""
+    """sample_data.py in this process: -> its one-line refusal, or None when it ran. Its SIGINT /
+    SIGTERM handlers are given back, as at the end of a process of its own."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         sd.main(list(args))
     except SystemExit as e:
         assert isinstance(e.code, str) and len(e.code.strip().splitlines()) == 1, e.code
         return e.code
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
 
 
 def snapshot(root):
@@ -508,3 +515,39 @@ def test_cli_runs_and_a_refusal_is_one_line_on_stderr(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     line, = r.stderr.strip().splitlines()
     assert "data_seed" in line
+
+
+def test_ctrl_c_during_generation_is_one_line_and_leaves_no_meta(tmp_path):
+    """SIGINT while the corpus is being written: exit 130 with one line that gives the command to
+    rerun, no traceback, and no meta.json, so no run reads the half-written corpus."""
+    out = tmp_path / "d"
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "sample_data.py"), f"--data_dir={out}",
+                             "--block_size=256", "--num_tokens=50000000"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (out / "train.bin").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    lines = [l for l in err.splitlines() if l.strip() and not l.startswith("train:")]   # less the progress bar
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert len(lines) == 1 and "stopped while writing" in lines[0] and "rerun: python sample_data.py" in lines[0], err
+    assert not (out / "meta.json").exists()
+
+
+def test_a_corpus_larger_than_the_free_space_is_refused_before_writing(tmp_path):
+    msg = main_here(f"--data_dir={tmp_path / 'big'}", "--num_tokens=2000000000000")
+    assert "num_tokens=2,000,000,000,000 needs about" in msg and "GiB are free" in msg, msg
+    assert not os.listdir(tmp_path / "big")
+
+
+def test_a_full_disk_that_numpy_reports_without_errno_is_named_as_such(tmp_path, monkeypatch):
+    """numpy's tofile on a full disk raises OSError("N requested and M written") with no errno:
+    the line still says the device is full (the free space is checked), not "OSError; fix that"."""
+    import rundir
+    monkeypatch.setattr(rundir, "_free_bytes", lambda path: 0)
+    with pytest.raises(SystemExit) as e:
+        with rundir.writing(str(tmp_path / "d"), "the corpus", "rerun"):
+            raise OSError("131072 requested and 4096 written")
+    assert e.value.code == f"cannot write the corpus to {tmp_path / 'd'}: no space left on the device; free some space, then rerun"

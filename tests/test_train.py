@@ -208,7 +208,7 @@ def test_loss_is_the_mean_over_the_steps_answer_tokens(tmp_path):
 
 def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
     path = str(tmp_path / 'ckpt.pt')
-    good = {'iter_num': 1, 'w': torch.arange(10.0)}
+    good = {**dict.fromkeys(rundir.CHECKPOINT_KEYS), 'iter_num': 1, 'w': torch.arange(10.0)}
     rundir.save_checkpoint(good, path)
     code = ("import os, signal, rundir\n"                     # killed with the new bytes written, before the rename
             "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -345,18 +345,30 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     ('--out_dir=', ['out_dir']),
     ('--eval_tasks=niah_singel', ['eval_tasks', 'niah_singel']),
     ('--eval_tasks=niah_single:2', ['eval_tasks', 'has a weight']),
+    # values past any bound: each once a traceback from deep inside torch
+    ('--gradient_accumulation_steps=1000000000000', ['gradient_accumulation_steps', 'rows per step']),
+    ('--n_embd=1000000000000', ['n_embd=1000000000000', 'lower it']),
+    ('--n_embd=65536', ['n_embd=65536', 'GiB', 'lower n_embd or n_layer']),
+    ('--short_conv=1000000000000', ['short_conv', 'block_size']),
+    ('--learning_rate=1e300', ['learning_rate', 'float32']),
+    ('--beta1=1.5', ['beta1=1.5', '[0, 1)']),
+    ('--beta2=-1', ['beta2=-1', '[0, 1)']),
+    ('nan', ['beta1=nan', 'finite']),
+    ('--seed=1000000000000000000000000000000', ['seed=', '2**63']),
+    ('--rope_theta=0', ['rope_theta=0', 'positive']),
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, words):
     data = tmp_path / 'data'
     args = ['config/niah_128.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}', '--max_iters=2']
-    if case in ('syntax', 'name'):
+    files = {'syntax': "n_layer = (2\n", 'name': "n_layer = two\n", 'nan': "beta1 = float('nan')\n"}
+    if case in files:
         bad = tmp_path / 'bad.py'
-        bad.write_text("batch_size = 4\n" + ("n_layer = (2\n" if case == 'syntax' else "n_layer = two\n"))
+        bad.write_text("batch_size = 4\n" + files[case])
         args.append(str(bad))
     else:
         args.append(case)
     refused(args, *words)
-    assert os.listdir(tmp_path) == (['bad.py'] if case in ('syntax', 'name') else [])
+    assert os.listdir(tmp_path) == (['bad.py'] if case in files else [])
 
 
 def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, tmp_path, monkeypatch):
@@ -608,3 +620,15 @@ def test_the_main_config_states_the_main_run_that_train_py_and_gptconfig_default
     assert stated == defaults
     model_keys = [k for k in GPTConfig.__dataclass_fields__ if k != 'vocab_size']
     assert {k: getattr(GPTConfig(), k) for k in model_keys} == {k: defaults[k] for k in model_keys}
+
+
+def test_ctrl_c_while_torch_loads_is_one_line(tmp_path):
+    """SIGINT in a run's first moments, while `import torch` runs: one line, no traceback."""
+    proc = subprocess.Popen([sys.executable, 'train.py', 'config/vpad.py', f'--out_dir={tmp_path / "run"}',
+                             f'--data_dir={tmp_path / "data"}'], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=ONE_THREAD)
+    time.sleep(0.3)                                   # torch takes a second or more to import here
+    proc.send_signal(signal.SIGINT)
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode != 0 and 'Traceback' not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
