@@ -68,7 +68,7 @@ launcher = 'local'         # local: train here, `workers` at a time; slurm: a Sl
 wait = False               # slurm / submitit_local: wait for the jobs, then evaluate and summarize (else submit, summarize what has finished, return)
 eval_on = 'local'          # the final eval: 'local' (here, after the runs) or the launcher's name (a job per finished run)
 slurm_partition = ''       # the Slurm partition (required with launcher=slurm)
-slurm_gpus_per_run = 1     # GPUs per job; 0 = a CPU job
+slurm_gpus_per_run = -1    # GPUs per job; -1: what the runs' device asks for (cuda: 1; cpu, auto: 0)
 slurm_cpus_per_run = 4     # CPU cores per job, and the job's torch threads
 slurm_time_min = 60        # time limit per job, minutes (submitit_local enforces it too); a run cut off resumes when resubmitted
 slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
@@ -180,7 +180,8 @@ def plan(cfg, passed, selected, train_settings):
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             try:
-                eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'})   # init_from: see check_sources
+                eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'},   # init_from: see check_sources
+                                                      here=cfg['launcher'] == 'local')     # a job's node is not this host
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:

@@ -138,8 +138,9 @@ NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_ite
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
 
 
-def check_config(cfg):
-    """Every setting a user can get wrong, checked before anything is generated or written.
+def check_config(cfg, here=True):
+    """Every setting a user can get wrong, checked before anything is generated or written; the
+    device and the memory only where the run will run here (not for a cluster's node).
     -> the parsed (eval tasks, quick multiples, final multiples)."""
     try:
         for k, v in cfg.items():
@@ -180,7 +181,7 @@ def check_config(cfg):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
             raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
-        device = rundir.pick_device(cfg['device'])        # exits with one line if unusable
+        device = rundir.pick_device(cfg['device']) if here else None     # exits with one line if unusable
         if cfg['init_from'] not in ('scratch', 'resume'):
             if not os.path.isfile(init_path(cfg['init_from'])):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
@@ -206,7 +207,8 @@ def check_config(cfg):
             if cfg['block_size'] * min(quick + final) < need:
                 raise ValueError(f"{t} needs examples of at least {need} tokens; the length eval asks for "
                                  f"{cfg['block_size'] * min(quick + final)} (block_size x the smallest multiple)")
-        check_memory(cfg, tok.vocab_size, device, cfg['block_size'] * min(quick + final))
+        if here:
+            check_memory(cfg, tok.vocab_size, device, cfg['block_size'] * min(quick + final))
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
     return eval_tasks, quick, final

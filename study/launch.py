@@ -27,10 +27,11 @@ LAUNCHERS = ('local', 'slurm', 'submitit_local')
 JOB_FILE = {'train': 'job.json', 'eval': 'eval_job.json'}   # in the run dir: the job that trains / evaluates it
 
 
-# Slurm states (sacct) of a job that may still run: such a run is not resubmitted, as two jobs would train one
-# run dir. UNKNOWN too: sacct failed, or does not list a job that new; a job purged from sacct needs its job.json deleted
+# Slurm states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
 ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESIZING', 'SUSPENDED', 'COMPLETING',
-           'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}
+          'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}   # UNKNOWN: neither sacct nor scontrol could be asked
+GONE = 'GONE'      # the scheduler no longer knows the job (sacct off and past MinJobAge): it has ended
+SAID = set()       # the notes this process has printed, each once
 
 
 def check_launcher(cfg):
@@ -48,7 +49,7 @@ def check_launcher(cfg):
         return {}
     if launcher == 'slurm' and not cfg['slurm_partition']:
         fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
-    for key, least in (('slurm_gpus_per_run', 0), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1), ('slurm_mem_gb', 0)):
+    for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1), ('slurm_mem_gb', 0)):
         if cfg[key] < least:
             fail(f"{key}={cfg[key]} must be >= {least}")
     extra = [kv.strip() for kv in cfg['slurm_extra'].split(',') if kv.strip()]
@@ -86,7 +87,15 @@ def eval_job(run, mults, n, threads):
     measure_mismatch([run])
 
 
-def submit(cfg, kind, calls, extra):
+def gpus_per_run(cfg, device):
+    """slurm_gpus_per_run, or where it is -1 (the default) what the runs' device asks for: cuda one,
+    cpu none, auto none (the submitting host cannot know the node's GPUs)."""
+    if cfg['slurm_gpus_per_run'] >= 0:
+        return cfg['slurm_gpus_per_run']
+    return 1 if device.startswith('cuda') else 0
+
+
+def submit(cfg, kind, calls, extra, runs_device):
     """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
     sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
     leaves grid_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
@@ -101,8 +110,8 @@ def submit(cfg, kind, calls, extra):
     before = set() if new else set(os.listdir(folder))
     params = {'name': f"{os.path.basename(os.path.normpath(cfg['grid_dir']))}_{kind}",
               'timeout_min': cfg['slurm_time_min'], 'cpus_per_task': cfg['slurm_cpus_per_run']}
-    if cfg['slurm_gpus_per_run']:
-        params['gpus_per_node'] = cfg['slurm_gpus_per_run']
+    if gpus_per_run(cfg, runs_device):
+        params['gpus_per_node'] = gpus_per_run(cfg, runs_device)
     if cfg['slurm_mem_gb']:
         params['mem_gb'] = cfg['slurm_mem_gb']
     if cfg['launcher'] == 'slurm':
@@ -125,6 +134,9 @@ def submit(cfg, kind, calls, extra):
                 else:
                     os.remove(path)
         msg = '; '.join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        if 'gres' in msg.lower():
+            msg += (f" (each job asked for {gpus_per_run(cfg, runs_device)} GPU(s): --slurm_gpus_per_run=N sets it, "
+                    f"0 for a CPU partition)")
         raise SystemExit(f"{cfg['launcher']} refused the submission of {len(calls)} {kind} job(s): {msg}") from None
 
 
@@ -165,15 +177,58 @@ def local_alive(job):
     return b'submitit.local._local' in cmdline and str(job.paths.folder).encode() in cmdline
 
 
-def job_state(job):
-    """Slurm's word for a job (sacct: PENDING, RUNNING, FAILED, PREEMPTED, ...) or, for a local job,
-    RUNNING / FINISHED / INTERRUPTED / ENDED; FINISHED once its function returned or raised."""
-    if job.paths.result_pickle.exists():
-        return 'FINISHED'
-    st = job.state
-    if st.startswith('NO PROCESS'):        # a LocalJob this process did not start
-        return 'RUNNING' if local_alive(job) else 'ENDED'
-    return st
+def scheduler(cmd):
+    """-> (exit code, stdout, stderr) of a Slurm command; (127, '', why) where it is not installed."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, '', str(e)
+    return out.returncode, out.stdout, out.stderr
+
+
+def slurm_states(job_ids):
+    """{job id: Slurm's word for it} for job ids like '4242_0': from sacct, or where sacct cannot
+    answer (accounting off: "Slurm accounting storage is disabled") or does not list a job (too new,
+    or purged) from scontrol, which keeps an ended job for MinJobAge; GONE for a job neither knows."""
+    states = {}
+    code, out, err = scheduler(['sacct', '-o', 'JobID,State,NodeList', '--parsable2', '-X', '-j', ','.join(job_ids)])
+    if code == 0:
+        for line in out.splitlines()[1:]:                            # below the header JobID|State|NodeList
+            fields = line.split('|')
+            if len(fields) >= 2 and fields[0] in job_ids:
+                states[fields[0]] = (fields[1].split() or ['UNKNOWN'])[0]   # 'CANCELLED by 0' -> CANCELLED
+    elif 'sacct' not in SAID:
+        SAID.add('sacct')
+        print(f"sacct cannot answer ({(err.strip().splitlines() or ['exit %d' % code])[-1]}): asking scontrol for the "
+              f"jobs' states instead")
+    for job_id in (j for j in job_ids if j not in states):
+        code, out, err = scheduler(['scontrol', '-o', 'show', 'job', job_id])
+        found = [w.split('=', 1)[1] for w in out.split() if w.startswith('JobState=')]
+        states[job_id] = found[0] if code == 0 and found else GONE if 'Invalid job id' in err else 'UNKNOWN'
+    return states
+
+
+def job_states(jobs):
+    """The state of each job, as the scheduler says it: Slurm's (CANCELLED, TIMEOUT, FAILED,
+    OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, ...) before the result file, so a cancelled job that left
+    one is CANCELLED; FINISHED where its function returned or raised and the scheduler says it ended
+    well or no longer knows it; a local job's RUNNING / FINISHED / ENDED."""
+    import submitit
+    slurm = slurm_states([j.job_id for j in jobs if isinstance(j, submitit.SlurmJob)]) \
+        if any(isinstance(j, submitit.SlurmJob) for j in jobs) else {}
+    out = []
+    for job in jobs:
+        done = job.paths.result_pickle.exists()
+        if isinstance(job, submitit.SlurmJob):
+            st = slurm[job.job_id]
+            out.append('FINISHED' if done and st in ('COMPLETED', GONE) else
+                       'ENDED (the scheduler no longer knows it, and it left no result)' if st == GONE else st)
+        elif done:
+            out.append('FINISHED')
+        else:
+            st = job.state
+            out.append(('RUNNING' if local_alive(job) else 'ENDED') if st.startswith('NO PROCESS') else st)  # not ours
+    return out
 
 
 def is_running(st):
@@ -183,14 +238,13 @@ def is_running(st):
 def dispatch(runs, cfg, kind, args_of, extra):
     """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
     record the new job ids. -> [(run, job)] of every job now queued or running."""
-    import submitit
     jobs = {run['dir']: recorded_job(run, kind) for run in runs}
-    if any(isinstance(j, submitit.SlurmJob) for j in jobs.values()):
-        submitit.SlurmJob.watcher.update()           # one sacct for all of them (a fresh one, not the watcher's cache)
+    recorded = [j for j in jobs.values() if j is not None]
+    states = dict(zip(map(id, recorded), job_states(recorded)))      # one sacct for all of them
     live, todo = [], []
     for run in runs:
         job, tag = jobs[run['dir']], f"[{run['arm']} seed {run['seed']}]"
-        st = job and job_state(job)
+        st = job and states[id(job)]
         if st and is_running(st):
             print(f"{tag} {kind} job {job.job_id} is {st}: not resubmitted"
                   + (f" (if it is long gone, delete {run['dir']}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
@@ -199,7 +253,8 @@ def dispatch(runs, cfg, kind, args_of, extra):
             if st:
                 print(f"{tag} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
-    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra)):
+    device = next((r['cfg']['device'] for r in todo if r['cfg']['device'].startswith('cuda')), 'cpu')
+    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra, device)):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run['state'] == 'partial' else ''
         print(f"[{run['arm']} seed {run['seed']}] submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
@@ -212,11 +267,11 @@ def wait_jobs(live, cfg, kind):
     """Wait until none of the jobs is queued or running, saying which ended."""
     if not live:
         return
-    poll = 1 if cfg['launcher'] == 'submitit_local' else 30      # Slurm: sacct is asked less often still
+    poll, most = 1.0, 5 if cfg['launcher'] == 'submitit_local' else 30   # fast at first, then every `most` s
     print(f"waiting for {len(live)} {kind} job(s)")
     t0 = last_status = time.time()
     while live:
-        states = [job_state(job) for _, job in live]
+        states = job_states([job for _, job in live])
         for (run, job), st in zip(live, states):
             if not is_running(st):
                 print(f"[{run['arm']} seed {run['seed']}] {kind} job {job.job_id} ended ({st}) after "
@@ -224,6 +279,7 @@ def wait_jobs(live, cfg, kind):
         live = [p for p, st in zip(live, states) if is_running(st)]
         if live:
             time.sleep(poll)
+            poll = min(most, poll * 1.5)
         if live and kind == 'train' and time.time() - last_status > 60:
             last_status = time.time()
             print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r, _ in live))

@@ -462,15 +462,23 @@ def job_files(grid, name='job.json'):
 
 
 def fake_slurm(tmp_path, monkeypatch, sbatch):
-    """sbatch, srun and sacct on PATH as shell scripts: what a cluster answers, without one. sacct
-    prints $FAKE_SLURM/sacct (the states a test sets); srun is never called (no job runs)."""
+    """sbatch, srun, sacct and scontrol as shell scripts, first on PATH: what a cluster answers,
+    without one (and whether or not this machine has Slurm). sacct prints $FAKE_SLURM/sacct (the
+    states a test sets), or fails as on a cluster without accounting if $FAKE_SLURM/no_accounting
+    exists; scontrol prints $FAKE_SLURM/scontrol_<job id>, or says it does not know the job; srun is
+    never called (no job runs)."""
     fake = tmp_path / 'slurm'
     (fake / 'bin').mkdir(parents=True)
-    for name, text in (('sbatch', sbatch), ('srun', 'exit 0'), ('sacct', 'cat "$FAKE_SLURM/sacct" 2>/dev/null || echo "JobID|State|NodeList"')):
+    sacct = ('[ -e "$FAKE_SLURM/no_accounting" ] && { echo "sacct: error: Slurm accounting storage is disabled" >&2; '
+             'exit 1; }\ncat "$FAKE_SLURM/sacct" 2>/dev/null || echo "JobID|State|NodeList"')
+    scontrol = ('f="$FAKE_SLURM/scontrol_$4"; [ -e "$f" ] && { cat "$f"; exit 0; }\n'
+                'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1')
+    for name, text in (('sbatch', sbatch), ('srun', 'exit 0'), ('sacct', sacct), ('scontrol', scontrol)):
         (fake / 'bin' / name).write_text('#!/bin/sh\n' + text + '\n')
         (fake / 'bin' / name).chmod(0o755)
     monkeypatch.setenv('PATH', f"{fake / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv('FAKE_SLURM', str(fake))
+    launch.SAID.clear()
     return fake
 
 
@@ -556,11 +564,43 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
         {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4243_0', 'wd/seed2': '4243_1'}
     assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4243.sh').read_text()
-    # a job sacct does not list (too new, or sacct failed) may run: not resubmitted, with what to do if it is gone
+    # jobs sacct does not list (too new, or purged): scontrol knows one (pending: not resubmitted), not the
+    # other (it ended: resubmitted)
+    (fake / 'scontrol_4243_0').write_text('JobId=4243_0 JobName=grid_train JobState=PENDING Reason=Priority\n')
     ablate_here(*args)
     out = capsys.readouterr().out
-    assert 'job 4243_0 is UNKNOWN: not resubmitted (if it is long gone, delete' in out and 'submitted train job' not in out
-    assert not (fake / 'sbatch4244.sh').exists()
+    assert 'job 4243_0 is PENDING: not resubmitted' in out
+    assert 'job 4243_1 ended (ENDED (the scheduler no longer knows it, and it left no result))' in out
+    assert {d: info['job_id'] for d, info in job_files(grid).items()}['wd/seed2'] == '4244'   # one job: no array
+    # without accounting sacct fails: scontrol answers, the note is printed once, a job gone without a
+    # result is resubmitted (it resumes from its checkpoint), and a cancelled job is CANCELLED even if
+    # it left a result file
+    (fake / 'no_accounting').write_text('')
+    (fake / 'scontrol_4242_0').write_text('JobId=4242_0 JobState=RUNNING\n')
+    (fake / 'scontrol_4242_1').write_text('JobId=4242_1 JobState=CANCELLED Reason=None\n')
+    (grid / 'submitit' / '4242_1_result.pkl').write_bytes(b'')
+    ablate_here(*args)
+    out = capsys.readouterr().out
+    assert out.count('sacct cannot answer (sacct: error: Slurm accounting storage is disabled)') == 1, out
+    assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 ended (CANCELLED)' in out
+    assert 'job 4243_0 is PENDING: not resubmitted' in out and 'job 4244 ended (ENDED' in out   # 4244: past MinJobAge
+    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4245.sh').read_text()
+
+
+def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp_path, monkeypatch, capsys):
+    fake = fake_slurm(tmp_path, monkeypatch, 'n=$(( $(cat "$FAKE_SLURM/n" 2>/dev/null || echo 4241) + 1 ))\n'
+                      'echo $n > "$FAKE_SLURM/n"; cp "$1" "$FAKE_SLURM/sbatch$n.sh"; echo "Submitted batch job $n"')
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1')
+    args = [cfg, '--launcher=slurm', '--slurm_partition=cpu']
+    for n, (device, gpus) in enumerate((('cpu', None), ('auto', None), ('cuda', 1)), start=4242):
+        ablate_here(*args, f'--device={device}', f'--grid_dir={tmp_path / device}')   # cuda: the node's, not this host's
+        script = (fake / f'sbatch{n}.sh').read_text()
+        assert ('#SBATCH --gpus-per-node=1' in script) == (gpus == 1), (device, script)
+    ablate_here(*args, '--device=cpu', '--slurm_gpus_per_run=2', f'--grid_dir={tmp_path / "two"}')
+    assert '#SBATCH --gpus-per-node=2' in (fake / 'sbatch4245.sh').read_text()
+    (fake / 'bin' / 'sbatch').write_text('#!/bin/sh\necho "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1\n')
+    msg = refused(*args, '--device=cuda', f'--grid_dir={tmp_path / "gres"}')
+    assert 'Invalid generic resource (gres) specification' in msg and '--slurm_gpus_per_run=N' in msg, msg
 
 
 def test_train_job_resumes_when_the_run_dir_holds_a_checkpoint(tmp_path):
@@ -605,8 +645,10 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
     cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
     grid = tmp_path / 'grid'
     args = [cfg, '--launcher=slurm', '--slurm_partition=nope']
-    (fake / 'bin' / 'srun').rename(fake / 'srun')                     # first a machine without Slurm at all
-    msg = refused(*args)
+    (fake / 'bin' / 'srun').rename(fake / 'srun')                     # first a machine without Slurm at all:
+    with monkeypatch.context() as m:                                    # no srun anywhere on PATH, even where
+        m.setenv('PATH', str(fake / 'bin'))                             # this machine has slurm-wlm installed
+        msg = refused(*args)
     assert msg.startswith('slurm refused the submission of 4 train job(s)') and 'srun' in msg, msg
     (fake / 'srun').rename(fake / 'bin' / 'srun')
     msg = refused(*args)
