@@ -74,7 +74,18 @@ def train_job(fresh, resumed, run_dir, threads):
     with open(os.path.join(run_dir, 'train.log'), 'a') as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
-        subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            code = proc.wait()
+        except BaseException:   # submitit's signal before the time limit raises here: the trainer stops as on
+            proc.terminate()    # Ctrl-C (its checkpoint intact) rather than being killed mid-write
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    if code:
+        raise subprocess.CalledProcessError(code, cmd)
 
 
 def eval_job(run, mults, n, threads):
@@ -221,6 +232,8 @@ def job_states(jobs):
         done = job.paths.result_pickle.exists()
         if isinstance(job, submitit.SlurmJob):
             st = slurm[job.job_id]
+            if st == 'FAILED' and done and timed_out(job):
+                st = 'TIMEOUT'           # submitit ends a job at its time limit itself, so Slurm says FAILED
             out.append('FINISHED' if done and st in ('COMPLETED', GONE) else
                        'ENDED (the scheduler no longer knows it, and it left no result)' if st == GONE else st)
         elif done:
@@ -229,6 +242,18 @@ def job_states(jobs):
             st = job.state
             out.append(('RUNNING' if local_alive(job) else 'ENDED') if st.startswith('NO PROCESS') else st)  # not ours
     return out
+
+
+def timed_out(job):
+    """Did submitit end this job at its time limit? Its signal shortly before the limit makes a job
+    that cannot checkpoint itself fail with 'timed-out' in the error its result file holds."""
+    import pickle
+    try:
+        with open(job.paths.result_pickle, 'rb') as f:     # submitit's own file: ('error', traceback) or ('success', value)
+            kind, value = pickle.load(f)
+    except Exception:
+        return False
+    return kind == 'error' and 'timed-out' in str(value)
 
 
 def is_running(st):

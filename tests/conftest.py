@@ -12,15 +12,16 @@ sys.path.insert(0, ROOT)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end checks that take minutes (run with -m slow)")
+    config.addinivalue_line("markers", "slurm: ablate.py against a real one-node Slurm (run with -m slurm; .ci/run does)")
     # torch's own deprecation notice from inside torch.compile is not ours to fix
     config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 
 
 def pytest_collection_modifyitems(config, items):
-    # the default run (no -m) leaves out the slow tests; `-m slow` selects them
+    # the default run (no -m) leaves out the slow and the Slurm tests; `-m slow`, `-m slurm` select them
     if config.option.markexpr:
         return
-    keep = [it for it in items if not it.get_closest_marker("slow")]
+    keep = [it for it in items if not (it.get_closest_marker("slow") or it.get_closest_marker("slurm"))]
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[it for it in items if it not in keep])
         items[:] = keep

@@ -1,0 +1,160 @@
+"""ablate.py --launcher=slurm against a real one-node Slurm started by study/slurm_start.sh (root,
+Debian's slurm-wlm). Marked `slurm`: the default `python -m pytest -q` leaves them out, `.ci/run`
+starts the cluster and runs them with `-m slurm`; where the cluster cannot be had they skip with
+one line that says why. Each grid is a tiny run of config/niah_128.py, one CPU per job."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = dict(n_layer=2, n_head=2, n_embd=32, window=32, nope_every=2, batch_size=4, block_size=96, eval_iters=2,
+            eval_samples=2, eval_batch_size=2, eval_multiples='1', final_multiples='1,2', log_interval=100,
+            warmup_iters=2, learning_rate=3e-3, num_tokens=20000, dropout_site='none')
+SLURM = ['--launcher=slurm', '--slurm_partition=debug', '--slurm_cpus_per_run=1']
+
+
+def start_cluster(*flags):
+    if os.geteuid() != 0:
+        pytest.skip("a one-node Slurm needs root (study/slurm_start.sh installs packages and starts daemons)")
+    out = subprocess.run(['bash', os.path.join(ROOT, 'study', 'slurm_start.sh'), *flags], capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode:
+        pytest.skip(f"no Slurm cluster here: {(out.stderr.strip().splitlines() or ['slurm_start.sh failed'])[-1]}")
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    start_cluster()
+    yield
+    start_cluster()                       # accounting on again, as the tests found it
+
+
+def study(tmp_path, name, arms=None, seeds='1', **common):
+    path = tmp_path / f'{name}.py'
+    path.write_text(f"base_config = 'config/niah_128.py'\n"
+                    f"arms = {arms or {'none': {}}!r}\n"
+                    f"common = {dict(TINY, data_dir=str(tmp_path / 'data'), **common)!r}\n"
+                    f"seeds = {seeds!r}\n"
+                    f"grid_dir = {str(tmp_path / name)!r}\n"
+                    f"multiples = '1,2'\nextrap_multiple = 2\neval_samples = 3\n")
+    return str(path)
+
+
+def ablate(*args, check=True, timeout=900):
+    out = subprocess.run([sys.executable, 'ablate.py', *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout + out.stderr
+
+
+def job_id(run_dir):
+    with open(os.path.join(run_dir, 'job.json')) as f:
+        return json.load(f)['job_id']
+
+
+def wait_for(cond, what, limit=300):
+    deadline = time.time() + limit
+    while not cond():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def records(run_dir):
+    path = os.path.join(run_dir, 'log.jsonl')
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def gone(job):
+    return not subprocess.run(['squeue', '-h', '-j', job], capture_output=True, text=True).stdout.strip()
+
+
+def kill_9(job):
+    """SIGKILL to every process of a job on this node (its batch script, submitit, the trainer), as an
+    out-of-memory kill or a lost node would end it: no result file is written."""
+    info = subprocess.run(['scontrol', '-o', 'show', 'job', job], capture_output=True, text=True, check=True).stdout
+    real = info.split()[0].split('=')[1]                       # JobId=31 of array task 30_0
+    listed = subprocess.run(['scontrol', 'listpids', real], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines()[1:]:
+        if line.split() and line.split()[0].isdigit():
+            try:
+                os.kill(int(line.split()[0]), 9)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_grid_trains_as_jobs_and_is_summarized_then_a_rerun_submits_nothing(cluster, tmp_path):
+    cfg = study(tmp_path, 'grid', seeds='1,2', max_iters=40, eval_interval=20)
+    out = ablate(cfg, *SLURM, '--wait')
+    assert out.count('submitted train job') == 2 and 'waiting for 2 train job(s)' in out, out
+    res = json.load(open(tmp_path / 'grid' / 'results.json'))
+    assert res['arms']['none']['seeds'] == [1, 2] and res['arms']['none']['pending_seeds'] == []
+    table = (tmp_path / 'grid' / 'results.md').read_text()
+    out = ablate(cfg, *SLURM, '--wait')
+    assert '2 finished, 0 to train' in out and 'submitted' not in out, out
+    # the final evals as jobs: the same caches, so the same summary
+    for seed in (1, 2):
+        for name in ('ablate_eval.json', 'ablate_mismatch.json'):
+            os.remove(tmp_path / 'grid' / 'none' / f'seed{seed}' / name)
+    out = ablate(cfg, *SLURM, '--eval_on=slurm', '--wait')
+    assert out.count('submitted eval job') == 2, out
+    assert (tmp_path / 'grid' / 'results.md').read_text() == table
+
+
+def test_a_cancelled_job_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
+    cfg = study(tmp_path, 'cancel', max_iters=3000, eval_interval=50)
+    run_dir = str(tmp_path / 'cancel' / 'none' / 'seed1')
+    ablate(cfg, *SLURM)                                          # submitted; the command returns
+    wait_for(lambda: len(records(run_dir)) >= 2, 'the job to checkpoint')
+    job = job_id(run_dir)
+    subprocess.run(['scancel', job], check=True)
+    wait_for(lambda: gone(job), 'the cancelled job to end')
+    out = ablate(cfg, *SLURM, '--wait')
+    assert f'job {job} ended (CANCELLED)' in out and 'resumes from its checkpoint' in out, out
+    iters = [r['iter'] for r in records(run_dir)]
+    assert iters == sorted(set(iters)) and iters[-1] == 3000        # every eval once, to the end
+
+
+def test_a_job_past_its_time_limit_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
+    cfg = study(tmp_path, 'timeout', max_iters=25000, eval_interval=500)
+    run_dir = str(tmp_path / 'timeout' / 'none' / 'seed1')
+    ablate(cfg, *SLURM, '--slurm_time_min=1')
+    job = job_id(run_dir)
+    wait_for(lambda: gone(job), 'the job to reach its time limit', limit=240)
+    assert records(run_dir)[-1]['iter'] < 25000, "the run finished within a minute: make it longer"
+    out = ablate(cfg, *SLURM, '--slurm_time_min=10', '--wait')
+    assert f'job {job} ended (TIMEOUT)' in out and 'resumes from its checkpoint' in out, out
+    assert records(run_dir)[-1]['iter'] == 25000
+
+
+def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_ends(cluster, tmp_path):
+    """sacct off: the states come from scontrol. A job whose processes die by SIGKILL (as in an
+    out-of-memory kill) left no result; one the scheduler no longer knows (past MinJobAge) is gone:
+    both are resubmitted, and --wait ends."""
+    start_cluster('--no-accounting')
+    cfg = study(tmp_path, 'noacct', seeds='1,2', max_iters=6000, eval_interval=50)
+    dirs = [str(tmp_path / 'noacct' / 'none' / f'seed{s}') for s in (1, 2)]
+    ablate(cfg, *SLURM)
+    wait_for(lambda: all(len(records(d)) >= 2 for d in dirs), 'both jobs to checkpoint')
+    killed = job_id(dirs[0])
+    kill_9(killed)
+    wait_for(lambda: gone(killed), 'the killed job to end')
+    forgotten = job_id(dirs[1])
+    subprocess.run(['scancel', forgotten], check=True)
+    wait_for(lambda: gone(forgotten), 'the second job to end')
+    with open(os.path.join(dirs[1], 'job.json')) as f:         # as if past MinJobAge: scontrol does not know it
+        info = json.load(f)
+    with open(os.path.join(dirs[1], 'job.json'), 'w') as f:
+        json.dump(dict(info, job_id='999999'), f)
+    out = ablate(cfg, *SLURM, '--wait', timeout=600)
+    assert 'sacct cannot answer' in out and out.count('sacct cannot answer') == 1, out
+    assert f'job {killed} ended (FAILED)' in out, out
+    assert 'job 999999 ended (ENDED (the scheduler no longer knows it' in out, out
+    assert out.count('resumes from its checkpoint') == 2, out
+    for d in dirs:
+        assert records(d)[-1]['iter'] == 6000
