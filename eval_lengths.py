@@ -214,12 +214,13 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
 
 def format_table(records, mults):
     """One row per run and task, one column per multiple; tasks a run never trained on are marked."""
-    head = f"{'run':<28}{'task':<28}" + "".join(f"{str(m) + 'x':>7}" for m in mults)
+    w = max([28] + [len(rec['run']) + 2 for rec in records])       # a long run dir keeps its column apart
+    head = f"{'run':<{w}}{'task':<28}" + "".join(f"{str(m) + 'x':>7}" for m in mults)
     lines = [head, '-' * len(head)]
     for rec in records:
         for task, accs in rec['length_eval'].items():
             label = task if task in rec['trained'] else f"{task} (untrained)"
-            lines.append(f"{rec['run']:<28}{label:<28}" + "".join(
+            lines.append(f"{rec['run']:<{w}}{label:<28}" + "".join(
                 f"{accs[f'{m}x']:7.2f}" if accs.get(f'{m}x') is not None else f"{'-':>7}" for m in mults))
     return "\n".join(lines)
 

@@ -422,7 +422,9 @@ def step_curves(runs):
 
 def plot(results, curves, out):
     """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
-    run, so a mean with a band would hide them) and accuracy_vs_step.png (mean over seeds)."""
+    run, so a mean with a band would hide them), area_by_arm.png (each run's area and each arm's median
+    range, in the study's arm order: along the dial in a regime map) and accuracy_vs_step.png (mean
+    over seeds)."""
     def by_length(ax, task):
         for i, (name, arm) in enumerate(results['arms'].items()):
             pts = sorted((int(m), p) for m, p in arm['tasks'].get(task, {}).items())
@@ -443,7 +445,21 @@ def plot(results, curves, out):
             if pts:
                 ax.plot(list(pts), list(pts.values()), marker='.', label=name)
 
+    def by_arm(ax, panel):            # every run's area a dot, each arm's median a bar, its median range above
+        arms = [(n, a) for n, a in results['arms'].items() if a['area']['per_seed']]
+        for i, (name, arm) in enumerate(arms):
+            areas = list(arm['area']['per_seed'].values())
+            ax.plot([i + 0.04 * (k - (len(areas) - 1) / 2) for k in range(len(areas))], areas, 'o', color=f"C{i}",
+                    alpha=0.6, ms=4)
+            ax.plot([i - 0.3, i + 0.3], [arm['area']['median']] * 2, color=f"C{i}", lw=2.5)
+            ax.text(i, min(0.97, max(areas) + 0.04), f"range {arm['range']['median']:g}x", ha='center', fontsize=8)
+        ax.set_xticks(range(len(arms)), [n for n, _ in arms], fontsize=8)
+
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
+    if any(a['area']['per_seed'] for a in results['arms'].values()):
+        eval_lengths.plot_panels([f"area per run (mean accuracy over {', '.join(f'{m}x' for m in results['eval']['multiples'])})"],
+                                 by_arm, os.path.join(out, 'area_by_arm.png'), 'arm', 'area (dot: one run; bar: median)',
+                                 log2=False)
     if tasks:
         eval_lengths.plot_panels(tasks, by_length, os.path.join(out, 'accuracy_vs_length.png'),
                                  'length (multiple of the training length)', 'accuracy (thin: one run each)')
