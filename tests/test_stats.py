@@ -97,3 +97,34 @@ def test_power_and_seeds_needed_match_enumeration_with_scipy():
     assert stats.seeds_for_power(1.0, 0.0) == 4                    # 4/4 vs 0/4: p = 0.029; 3 vs 3 cannot
     assert stats.seeds_for_power(0.5, 0.5) is None                 # no effect: no n suffices
     assert stats.seeds_for_power(0.5, 0.45, n_max=20) == '>20'
+
+
+# ----------------------------------------------------------------------------- the README's verdicts
+
+def fake_results(ctrl_median, ctrl_pass, t):
+    arm = lambda median, count: {'fit': 12, 'area': {'mean': median, 'median': median},   # noqa: E731
+                                 'extrapolates': {'count': count, 'of': 12}, 'range': {'median': 4}}
+    return {'rule': {'control': 'none'},
+            'arms': {'none': arm(ctrl_median, ctrl_pass), 'vpad': {**arm(ctrl_median + t['difference'], 6),
+                                                                   'vs_control': {'area': {'left_out': t}}}}}
+
+
+def test_verdict_rows_say_untestable_at_ceiling_and_detected_only_after_holm():
+    from study import verdicts
+    t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'p': 0.001, 'p_holm': 0.003, 'seeds': list(range(1, 13)),
+         'seeds_for_power': 4}
+    row, = verdicts.rows('s', 'claim', fake_results(0.41, 3, t))
+    assert '| 0.001 | 0.003 | 12 paired | longer extrapolation (p_Holm <= 0.05) |' in row and '+0.080 [+0.050, +0.110]' in row
+    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.97, 3, t))[0]     # median area >= 0.95
+    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]    # every run passes
+    weak = dict(t, p=0.03, p_holm=0.09)
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| no difference detected |')
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, dict(weak, seeds_for_power=40)))[0].endswith(
+        '| inconclusive: underpowered |')
+
+
+def test_the_readme_verdict_table_is_what_the_committed_results_give():
+    """The table between the README's markers is regenerated from results/*/results.json: a figure
+    typed by hand, or a result committed without rerunning `python -m study.verdicts`, fails here."""
+    from study import verdicts
+    verdicts.main(['--check'])
