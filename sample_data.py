@@ -59,7 +59,6 @@ block_size = 256              # tokens per row = the longest training document
 num_tokens = 10_000_000       # training tokens
 tasks = 'niah_single'         # task[:weight],... e.g. niah_single,niah_multikey:2,vt
 data_seed = 1337              # seeds the corpus (train.py's seed is for init and batches)
-tokenizer = 'lengthgen'       # the only one: built here from the task text, offline
 val_tokens = 0                # validation tokens; 0: max(block_size, num_tokens // 50)
 min_doc_len = 0               # shortest training document in tokens; 0: each task's own minimum
 reach = 0                     # report the share of training answers farther than this from their
@@ -215,10 +214,10 @@ class Tokenizer:
         return cls(obj['name'], {base64.b64decode(b): i for i, b in enumerate(obj['ranks'])}, obj['pat_str'])
 
 @functools.cache
-def build_tokenizer(name='lengthgen'):
-    if name != 'lengthgen':
-        raise ValueError(f"tokenizer={name!r}: the only tokenizer is 'lengthgen' (built from the task text, offline)")
-    return Tokenizer(name, _lengthgen_ranks())
+def build_tokenizer():
+    """The one tokenizer, 'lengthgen': tiktoken's Encoding over ranks built here from the task text,
+    offline (tiktoken's named encodings download their files at first use)."""
+    return Tokenizer('lengthgen', _lengthgen_ranks())
 
 def load_tokenizer(data_dir):
     """The tokenizer.json of a corpus or a run dir."""
@@ -583,13 +582,13 @@ def parse_tasks(tasks, key='tasks', weighted=True):
         raise ValueError(f"{key}={tasks!r} lists a task twice")
     return names, weights
 
-def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337, tokenizer='lengthgen',
+def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337,
             val_tokens=0, min_doc_len=0, progress=True):
     """Write the packed corpus to data_dir (see the module docstring); -> its meta. Every argument is
     checked before anything is written (a ValueError naming the key). meta.json is removed first
     and written last, so a folder with meta.json is always complete."""
     names, weights = parse_tasks(tasks)
-    tok = build_tokenizer(tokenizer)
+    tok = build_tokenizer()
     need = max(min_length(t, tok) for t in names)
     if block_size < need:
         raise ValueError(f"block_size={block_size} is smaller than the shortest document of {tasks} ({need} tokens)")
@@ -638,7 +637,7 @@ def make_corpus(cfg, then):
     def generate():
         print(f"generating {cfg['data_dir']} ({cfg['tasks']}, {cfg['num_tokens']:,} tokens)")
         prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'], data_seed=cfg['data_seed'],
-                tokenizer=cfg['tokenizer'], min_doc_len=cfg['min_doc_len'])
+                min_doc_len=cfg['min_doc_len'])
     if not os.path.exists(meta):
         with rundir.writing(cfg['data_dir'], 'the corpus', then):
             rundir.make_once(cfg['data_dir'], lambda: os.path.exists(meta), generate)

@@ -58,7 +58,6 @@ data_dir = 'data/mqar_64'  # the corpus; generated here on first use
 tasks = 'mqar'             # task[:weight],... (sample_data.TASKS); mqar: 4 key-value pairs, 2 keys asked
 num_tokens = 6_000_000     # training tokens to generate when data_dir is empty
 data_seed = 1337           # seeds the corpus; `seed` never changes it
-tokenizer = 'lengthgen'    # the offline tokenizer built by sample_data.py
 loss_on = 'answers'        # 'answers': loss only on answer tokens (as Zoology's MQAR); 'all': LM loss
 min_doc_len = 40           # shortest training document in tokens (0 = each task's own minimum); 40 of 64
                            # leaves >= 23 noise tokens before the first query, beyond the convolutions'
@@ -187,7 +186,7 @@ def check_config(cfg, here=True):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
                                  f"'resume', or a run dir / ckpt.pt of a finished run")
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
-        tok = sample_data.build_tokenizer(cfg['tokenizer'])
+        tok = sample_data.build_tokenizer()
         trained, _ = sample_data.parse_tasks(cfg['tasks'])
         for t in trained:
             if cfg['block_size'] < sample_data.min_length(t, tok):
@@ -271,7 +270,7 @@ def open_data(cfg, master):
     except ValueError as e:
         raise SystemExit(str(e))
     names, weights = sample_data.parse_tasks(cfg['tasks'])
-    wanted = dict(block_size=cfg['block_size'], tokenizer=cfg['tokenizer'], tasks=dict(zip(names, weights)),
+    wanted = dict(block_size=cfg['block_size'], tokenizer=sample_data.build_tokenizer().name, tasks=dict(zip(names, weights)),
                   data_seed=cfg['data_seed'], num_tokens=cfg['num_tokens'], min_doc_len=cfg['min_doc_len'])
     differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
     if differ:
