@@ -30,18 +30,19 @@ reads). --launcher=submitit_local runs the same jobs as processes on this machin
 The summary goes to results_dir (default: grid_dir): results.json (per arm its overrides; per task
 and length multiple the per-seed accuracies, mean and standard deviation; the train-vs-eval
 mismatch at the arm's dropout site; its outcomes under the pre-registered rule below and their
-exact tests against the control arm), results.md, accuracy_vs_length.png and accuracy_vs_step.png
-(the quick length eval in each run's log.jsonl, mean over seeds: does extrapolation rise, then
-fall, during training?). The PNGs need matplotlib.
+tests against the control arm), results.md, accuracy_vs_length.png, area_by_arm.png and
+accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
+extrapolation rise, then fall, during training?). The PNGs need matplotlib.
 
-A run nearly always either extrapolates or collapses, so the summary also counts outcomes, under a
-rule set in the study config before the runs (control, fit_accuracy, extrap_*): a run fits at its
-first quick eval with every task's 1x accuracy >= fit_accuracy (else it "never fit": counted apart,
-out of the extrapolation statistics), and a fit run extrapolates when its final-eval accuracy at
-extrap_multiple x is >= extrap_threshold. Per arm: fit count, steps to fit, the share that
-extrapolates (Wilson interval), the mean accuracy at extrap_multiple x (t interval); per arm against
-the control: Fisher's exact test (Holm-corrected over the arms), a permutation test of the mean, a
-paired sign-flip test where both arms continue the same runs, and the seeds 80% power would need.
+Outcomes, under a rule set in the study config before the runs (control, fit_accuracy,
+range_threshold, extrap_*): a run fits at its first quick eval with every task's 1x accuracy >=
+fit_accuracy (else it "never fit": counted apart, and counted as a failure in a second analysis).
+Per fit run its area (the mean accuracy over the final eval's multiples) and range (the largest
+multiple with accuracy >= range_threshold there and at every shorter one), and whether it
+extrapolates (accuracy at extrap_multiple x >= extrap_threshold). Against the control, the primary
+test is the area paired by seed (a seed fixes the initial weights and the batches in every arm),
+sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extrapolating runs
+(Holm), a permutation test of the accuracy at extrap_multiple x, and the seeds 80% power needs.
 """
 
 import contextlib
@@ -166,7 +167,7 @@ def plan(cfg, passed, selected, train_settings):
         if not isinstance(overrides, dict):
             fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
         # one fit rule: train.py's (it logs fit_iter, and stops steps_after_fit after it) is the study's
-        fit_rule = [f"--fit_accuracy={cfg['fit_accuracy']}"] if 'fit_accuracy' in train_settings else []
+        fit_rule = [f"--fit_accuracy={cfg['fit_accuracy']}"]
         if any(o.get('fit_accuracy', cfg['fit_accuracy']) != cfg['fit_accuracy'] for o in (cfg['common'], overrides)):
             fail(f"arm '{arm}': fit_accuracy is the study's pre-registered fit rule: set it once, at the top of the "
                  f"study config, not in common or an arm")

@@ -353,8 +353,8 @@ def start_model(cfg, tok, device):
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
                              f"{ckpt['model_args']['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "
                              f"(vocab {tok.vocab_size}); use the data_dir that run was trained on")
-        # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window may change)
-        keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern',
+        # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window, rope may change)
+        keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern', 'short_conv',
                                                           'd_state', 'expand', 'headdim', 'd_conv']
         saved = {k: ckpt['model_args'][k] for k in keys}
         changed = {k: (saved[k], model_args[k]) for k in keys if saved[k] != model_args[k]}

@@ -1,7 +1,8 @@
 """
-A study's summary: per arm its per-seed accuracies, its outcomes under the pre-registered rule and
-its tests against the control (results.json), the same as markdown (results.md), and the plots
-(accuracy_vs_length.png, accuracy_vs_step.png; they need matplotlib).
+A study's summary: per arm its per-seed accuracies, its outcomes under the pre-registered rule (per
+run: fit, steps to fit, the area and range, extrapolates or not) and its tests against the control
+(results.json), the same as markdown (results.md), and the plots (accuracy_vs_length.png,
+area_by_arm.png, accuracy_vs_step.png; they need matplotlib).
 """
 
 import os
@@ -200,10 +201,13 @@ def summarize(runs, cfg, study_argv):
                    f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
             'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
                             f"is >= {cfg['extrap_threshold']}",
-            'tests': f"each arm against {cfg['control']!r}: two-sided Fisher exact test on extrapolates / fit but not "
-                     f"(Holm-corrected over the arms), two-sided permutation test of the mean accuracy at "
-                     f"{cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test over seeds fit in both where "
-                     f"both arms continue the same runs (init_from with '{{seed}}')" if cfg['control'] else 'none (control is empty)'}
+            'tests': f"each arm against {cfg['control']!r}: primary, the area (mean accuracy over the evaluated "
+                     f"multiples) paired by seed, two-sided sign-flip test over the seeds fit in both (Holm-corrected over "
+                     f"the arms; also with never-fit runs counted as area 0); secondary, two-sided Fisher exact test on "
+                     f"extrapolates / fit but not (Holm-corrected over the arms), two-sided permutation test of the mean "
+                     f"accuracy at {cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test of it over seeds "
+                     f"fit in both where both arms continue the same runs (init_from with '{{seed}}')"
+                     if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
@@ -306,6 +310,21 @@ def what_tests_support(results):
         return ' '.join(out + ['No control is set, so nothing is tested.'])
     if c not in arms or not arms[c]['extrapolates']['of']:
         return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
+    areas = {n: a['vs_control']['area']['left_out'] for n, a in arms.items()
+             if n != c and a['vs_control']['area']['left_out']}
+    if areas:               # the primary outcome first
+        sig = {n: t for n, t in areas.items() if t['p_holm'] <= alpha}
+        out += [f"Primary, the area paired by seed: {n}'s is {'above' if t['difference'] > 0 else 'below'} {c}'s by "
+                f"{t['difference']:+.3f}" + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
+                + f" ({len(t['seeds'])} seeds, sign-flip p = {fmt_p(t['p'])}, {fmt_p(t['p_holm'])} after Holm)."
+                for n, t in sig.items()]
+        rest = {n: t for n, t in areas.items() if n not in sig}
+        if rest:
+            best = min(rest, key=lambda n: rest[n]['p_holm'])
+            out.append(f"{'No other' if sig else 'No'} arm's area differs from {c}'s at alpha {alpha} after Holm; the "
+                       f"smallest adjusted p is {fmt_p(rest[best]['p_holm'])} ({best}, difference "
+                       f"{rest[best]['difference']:+.3f}, raw p {fmt_p(rest[best]['p'])}).")
+        out.append("Secondary:")
     k0, n0 = arms[c]['extrapolates']['count'], arms[c]['extrapolates']['of']
     tested = {n: a['vs_control'] for n, a in arms.items() if n != c and a['vs_control']['fisher']}
     untested = [n for n in arms if n != c and n not in tested]

@@ -23,7 +23,7 @@ NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interv
 def state(run):
     """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
     run with other settings (it would be mixed into this study's results), unless the run is not
-    selected: then it is 'other', left out of the summary."""
+    selected: then it is 'other', summarized as not finished."""
     path = os.path.join(run['dir'], 'ckpt.pt')
     if not os.path.exists(path):
         return 'new'

@@ -420,6 +420,8 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
     assert 'Pre-registered rule: a run fits at the first quick eval where the 1x accuracy' in md
+    assert "No arm's area differs from none's at alpha 0.05 after Holm; the smallest adjusted p is 1.000 (vpad, " \
+           "difference +0.185, raw p 1.000). Secondary:" in md                    # the primary outcome first
     assert 'at 16x on the run\'s first eval task is >= 0.9; control: none.' in md
     assert '2 of 7 finished runs never fit (vpad seed 3; wd seed 1)' in md
     assert 'No arm differs from none in how often it extrapolates at alpha 0.05 after Holm correction; ' \
