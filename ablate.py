@@ -83,6 +83,9 @@ extrap_multiple = 16       # the length (x block_size) where extrapolation is ju
 extrap_threshold = 0.9     # a fit run extrapolates when its final-eval accuracy at extrap_multiple x is >= this (runs are near binary)
 extrap_task = ''           # the one task that decides it, fixed in advance; '' = the first of each run's eval tasks
 range_threshold = 0.5      # a run's range: the largest multiple with accuracy >= this there and at every shorter one
+deteriorate_multiple = 0   # > 0: a fit run deteriorates when its quick-eval accuracy at this multiple falls
+deteriorate_drop = 0.2     # ... this much below its running maximum since the fit
+deteriorate_evals = 2      # ... at this many quick evals in a row
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
@@ -156,6 +159,8 @@ def plan(cfg, passed, selected, train_settings):
         fail(str(e))
     if cfg['control'] and cfg['control'] not in cfg['arms']:
         fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, or '' for no tests")
+    if cfg['deteriorate_multiple'] < 0 or cfg['deteriorate_evals'] < 1 or not 0 < cfg['deteriorate_drop'] <= 1:
+        fail("deteriorate_multiple must be >= 0 (0 = no rule), deteriorate_evals >= 1, deteriorate_drop in (0, 1]")
     for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
         if not 0 < cfg[k] <= 1:
             fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
@@ -181,10 +186,13 @@ def plan(cfg, passed, selected, train_settings):
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             try:
-                eval_tasks, _, _ = train.check_config({**run_cfg, 'init_from': 'scratch'},   # init_from: see check_sources
-                                                      here=cfg['launcher'] == 'local')     # a job's node is not this host
+                eval_tasks, quick, _ = train.check_config({**run_cfg, 'init_from': 'scratch'},   # init_from: see check_sources
+                                                          here=cfg['launcher'] == 'local')     # a job's node is not this host
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+            if cfg['deteriorate_multiple'] and cfg['deteriorate_multiple'] not in quick:
+                fail(f"arm '{arm}': deteriorate_multiple={cfg['deteriorate_multiple']} is not in its quick eval "
+                     f"(eval_multiples={run_cfg['eval_multiples']!r}): the rule would see nothing")
             if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:
                 fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks ({', '.join(eval_tasks)})")
             runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,

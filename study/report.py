@@ -13,17 +13,38 @@ import eval_lengths
 import rundir
 from study.evals import MISMATCH, MISMATCH_MASKS, MISMATCH_ROWS
 from study.runs import SCHEDULING
-from study.stats import (TESTS, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
+from study.stats import (TESTS, deteriorates, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
                          seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
 
 SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
 
 
 def find_fit(runs):
-    """run['fit_iter'] of every finished run: train.py notes it in each log record (None: never fit)."""
+    """run['fit_iter'] of every finished run (train.py notes it in each log record; None: never
+    fit) and run['after_fit']: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
     for run in runs:
         if run['state'] == 'done':
-            run['fit_iter'] = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf'))[-1]['fit_iter']
+            log = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf'))
+            run['fit_iter'] = log[-1]['fit_iter']
+            run['after_fit'] = [(r['iter'], r['length_eval']) for r in log
+                                if r.get('fit_iter') is not None and not r.get('final')]
+
+
+def deterioration(runs, cfg):
+    """{arm: {'count', 'of', 'seeds'}} under the study's rule (deteriorate_multiple > 0), over fit runs."""
+    m = f"{cfg['deteriorate_multiple']}x"
+    out = {}
+    for run in runs:
+        if run.get('fit_iter') is None or 'eval' not in run:
+            continue
+        task = cfg['extrap_task'] or run['tasks'][0]
+        accs = [e[task][m] for _, e in run['after_fit'] if e.get(task, {}).get(m) is not None]
+        arm = out.setdefault(run['arm'], {'count': 0, 'of': 0, 'seeds': []})
+        arm['of'] += 1
+        if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
+            arm['count'] += 1
+            arm['seeds'].append(run['seed'])
+    return out
 
 
 def init_template(cfg, arm, study_argv):
@@ -191,12 +212,22 @@ def summarize(runs, cfg, study_argv):
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
     add_outcomes(arms_out, per_run, cfg, study_argv)
+    if cfg['deteriorate_multiple']:
+        det = deterioration(runs, cfg)
+        ctrl = det.get(cfg['control'])
+        for name, arm in arms_out.items():
+            d = arm['deterioration'] = det.get(name, {'count': 0, 'of': 0, 'seeds': []})
+            if ctrl and name != cfg['control'] and d['of'] and ctrl['of']:
+                d['fisher_p'] = fisher_exact(d['count'], d['of'] - d['count'], ctrl['count'], ctrl['of'] - ctrl['count'])
     for name, arm in arms_out.items():
         arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
     task = cfg['extrap_task'] or "the run's first eval task"
     rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
             'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'],
             'range_threshold': cfg['range_threshold'], **TESTS,
+            **({'deteriorates': f"a fit run deteriorates when its quick-eval accuracy at {cfg['deteriorate_multiple']}x "
+                                f"falls >= {cfg['deteriorate_drop']} below its running maximum since the fit at "
+                                f"{cfg['deteriorate_evals']} quick evals in a row"} if cfg['deteriorate_multiple'] else {}),
             'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
                    f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
             'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
@@ -373,6 +404,11 @@ def format_markdown(results):
              f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
     lines += ['**What the tests support**', '', what_tests_support(results), '']
+    if 'deteriorates' in results['rule']:
+        lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
+            f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
+            + (f" (Fisher p = {fmt_p(a['deterioration']['fisher_p'])} against {results['rule']['control']})"
+               if 'fisher_p' in a['deterioration'] else '') for n, a in results['arms'].items()) + '.', '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
         lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
@@ -417,33 +453,27 @@ def format_markdown(results):
 
 
 def step_curves(runs):
-    """{arm: {task: {'<m>x': {iter: mean over the arm's seeds}}}} from each run's log.jsonl; an
-    iteration counts once every finished seed of the arm has logged it."""
-    per_run = {}
+    """{arm: {task: {'<m>x': {seed: {iter: accuracy}}}}}: each finished run's quick length eval from
+    its log.jsonl, to that run's own end (runs that fit later train longer)."""
+    curves = {}
     for run in runs:
         path = os.path.join(run['dir'], 'log.jsonl')
         if run['state'] != 'done' or not os.path.exists(path):
             continue
         for rec in rundir.read_log(path, float('inf')):
             for task, accs in (rec.get('length_eval') or {}).items():
-                if isinstance(accs, dict):
-                    for m, a in accs.items():
-                        if a is not None:
-                            per_run.setdefault((run['arm'], task, m), {}).setdefault(rec['iter'], {})[run['seed']] = a
-    curves = {}
-    for (arm, task, m), by_iter in per_run.items():
-        n_seeds = max(len(v) for v in by_iter.values())
-        points = {it: sum(v.values()) / len(v) for it, v in sorted(by_iter.items()) if len(v) == n_seeds}
-        if len(points) > 1:         # the quick eval's multiples, not those measured only at the end
-            curves.setdefault(arm, {}).setdefault(task, {})[m] = points
+                for m, a in accs.items():
+                    if a is not None and not rec.get('final'):      # the final eval has other multiples
+                        curves.setdefault(run['arm'], {}).setdefault(task, {}).setdefault(m, {}) \
+                              .setdefault(run['seed'], {})[rec['iter']] = a
     return curves
 
 
 def plot(results, curves, out):
     """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
     run, so a mean with a band would hide them), area_by_arm.png (each run's area and each arm's median
-    range, in the study's arm order: along the dial in a regime map) and accuracy_vs_step.png (mean
-    over seeds)."""
+    range, in the study's arm order: along the dial in a regime map) and accuracy_vs_step.png (every
+    run's quick eval to its own end, each arm's median bold)."""
     def by_length(ax, task):
         for i, (name, arm) in enumerate(results['arms'].items()):
             pts = sorted((int(m), p) for m, p in arm['tasks'].get(task, {}).items())
@@ -457,12 +487,16 @@ def plot(results, curves, out):
             ax.set_xticks(xs, [f"{m}x" for m in xs])
             ax.minorticks_off()
 
-    def by_step(ax, panel):
+    def by_step(ax, panel):          # every run thin to its own end, each arm's median over its runs bold
         task, m = panel.split(' at ')
-        for name, by_task in curves.items():
-            pts = by_task.get(task, {}).get(m)
-            if pts:
-                ax.plot(list(pts), list(pts.values()), marker='.', label=name)
+        for i, (name, by_task) in enumerate(curves.items()):
+            per_seed = by_task.get(task, {}).get(m, {})
+            for pts in per_seed.values():
+                ax.plot(list(pts), list(pts.values()), color=f"C{i}", lw=0.7, alpha=0.35)
+            steps = sorted({it for pts in per_seed.values() for it in pts})
+            if steps:
+                ax.plot(steps, [statistics.median(p[it] for p in per_seed.values() if it in p) for it in steps],
+                        color=f"C{i}", lw=2, label=f"{name} (median of the runs still training)")
 
     def by_arm(ax, panel):            # every run's area a dot, each arm's median a bar, its median range above
         arms = [(n, a) for n, a in results['arms'].items() if a['area']['per_seed']]
@@ -486,4 +520,4 @@ def plot(results, curves, out):
                     key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, int(tm[1][:-1])))
     if panels:
         eval_lengths.plot_panels([f"{t} at {m}" for t, m in panels], by_step, os.path.join(out, 'accuracy_vs_step.png'),
-                                 'training step', 'accuracy (mean over seeds)', log2=False)
+                                 'training step', 'accuracy (thin: one run each)', log2=False)

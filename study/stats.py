@@ -136,3 +136,15 @@ def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
         return None
     z = {0.05: 1.959963984540054}[alpha] + {0.8: 0.8416212335729143}[power]
     return max(2, math.ceil((z * sd / shift) ** 2))
+
+
+def deteriorates(accs, drop, consecutive):
+    """The deterioration rule over a run's quick evals since its fit: accuracy >= drop below its
+    running maximum at `consecutive` evals in a row (one dip is noise)."""
+    best, run = 0.0, 0
+    for acc in accs:
+        best = max(best, acc)
+        run = run + 1 if acc <= best - drop else 0
+        if run >= consecutive:
+            return True
+    return False

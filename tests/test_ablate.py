@@ -364,6 +364,31 @@ def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1
     assert stats.seeds_for_shift(None, 0.05) is None
 
 
+def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests_against_the_control(tmp_path):
+    """The study's deterioration rule (deteriorate_*): the quick eval at 4x >= 0.2 below its running
+    maximum since the fit at 2 evals in a row; one dip, or a dip before the fit, does not count."""
+    def log(*accs, fit_at=1):
+        return [{'iter': i, 'length_eval': {'niah_single': {'1x': 1.0, '4x': a}}, 'fit_iter': fit_at if i >= fit_at else None}
+                for i, a in enumerate(accs)] + [{'iter': len(accs), 'length_eval': {'niah_single': {'1x': 1.0}},
+                                                 'fit_iter': fit_at, 'final': True}]
+    runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.5, log(0.1, 0.9, 0.95, 0.9, 0.94)),        # no drop
+            fake_run(tmp_path, 'none', 2, 1.0, 0.5, log(0.9, 0.1, 0.9, 0.8, 0.85, fit_at=2)),  # the dip is before the fit
+            fake_run(tmp_path, 'wd', 1, 1.0, 0.5, log(0.1, 0.9, 0.7, 0.65, 0.9)),            # two in a row
+            fake_run(tmp_path, 'wd', 2, 1.0, 0.5, log(0.1, 0.9, 0.6, 0.9, 0.6))]             # never two in a row
+    report.find_fit(runs)
+    cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'fit_accuracy', 'extrap_threshold',
+                                           'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals')}
+    cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16, 'deteriorate_multiple': 4,
+            'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
+    res = report.summarize(runs, cfg, ['study.py'])
+    assert res['arms']['none']['deterioration'] == {'count': 0, 'of': 2, 'seeds': []}
+    assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
+    assert res['arms']['wd']['deterioration']['fisher_p'] == pytest.approx(stats.fisher_exact(1, 1, 0, 2))
+    md = report.format_markdown(res)
+    assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; wd 1 of 2 (Fisher' in md
+    assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
+
+
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.20, fit_log(100)),
             fake_run(tmp_path, 'none', 2, 1.0, 0.95, fit_log(200)),
@@ -376,7 +401,8 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     report.find_fit(runs)
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
-                                           'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold')}
+                                           'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold',
+                                           'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
     res = json.loads(json.dumps(report.summarize(runs, cfg, ['study.py'])))     # as results.json holds it

@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())            # run from the repo root: the studies' Fisher test (no torch)
-from study.stats import fisher_exact  # noqa: E402
+from study.stats import deteriorates, fisher_exact  # noqa: E402
 
 MULTIPLE, DROP, CONSECUTIVE = '16x', 0.2, 2
 
@@ -20,16 +20,6 @@ MULTIPLE, DROP, CONSECUTIVE = '16x', 0.2, 2
 def after_fit(records):
     """The run's 16x accuracy at each quick eval from its fit on (the final eval has other multiples)."""
     return [r['length_eval']['mqar'][MULTIPLE] for r in records if r.get('fit_iter') is not None and not r.get('final')]
-
-
-def deteriorates(accs):
-    best, run = 0.0, 0
-    for acc in accs:
-        best = max(best, acc)
-        run = run + 1 if acc <= best - DROP else 0
-        if run >= CONSECUTIVE:
-            return True
-    return False
 
 
 out = sys.argv[1] if len(sys.argv) > 1 else 'out/study_wd'
@@ -40,7 +30,7 @@ for arm in ('none', 'none_wd'):
         if not any(r.get('final') for r in records):
             continue                                 # not finished
         after = after_fit(records)
-        hit = deteriorates(after)
+        hit = deteriorates(after, DROP, CONSECUTIVE)
         counts.setdefault(arm, []).append(hit)
         print(f"{arm:8} {os.path.basename(os.path.dirname(log)):7} fit at {records[-1]['fit_iter']}, {len(after)} quick evals "
               f"after it: {MULTIPLE} min {min(after):.2f}, max {max(after):.2f}, last {after[-1]:.2f}"
