@@ -11,9 +11,9 @@ like the ones it was trained on (`dropout_site`):
               training than at inference, so the *mean* of every normalized coordinate (what
               the next projections see) shifts between train and eval.
   pre_linear  D on the input of each linear layer that reads a normalization output
-              (attention qkv, MLP up/gate, Mamba2 in_proj and out_proj). The norm sees no
-              noise, so the mean the projection sees is the same in train and eval;
-              its variance is still inflated.
+              (attention qkv, after its optional short convolution; MLP up/gate; Mamba2
+              in_proj and out_proj). The norm sees no noise, so the mean the projection sees
+              is the same in train and eval; its variance is still inflated.
   vpad        like pre_linear, with Variance-Preserving Affine Dropout instead of D.
 
 VPAD (our reconstruction from the paper's abstract). Inverted dropout y = m x / (1-p) keeps
