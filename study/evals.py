@@ -43,6 +43,7 @@ def evaluate(runs, mults, n, compute=True):
             continue
         tasks = run['tasks']                         # the run's eval_tasks, or the tasks it trained on
         device = rundir.pick_device(run['cfg']['device'])
+        # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
         key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run['cfg']['max_iters'], 'seed': 0,
                'device': device.split(':')[0], 'record': 'length_eval'}
 

@@ -37,7 +37,7 @@ def deterioration(runs, cfg):
     for run in runs:
         if run.get('fit_iter') is None or 'eval' not in run:
             continue
-        task = cfg['extrap_task'] or run['tasks'][0]
+        task = primary_task(run, cfg)
         accs = [e[task][m] for _, e in run['after_fit'] if e.get(task, {}).get(m) is not None]
         arm = out.setdefault(run['arm'], {'count': 0, 'of': 0, 'seeds': []})
         arm['of'] += 1
@@ -174,9 +174,14 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
         t['p_holm'] = p
 
 
+def primary_task(run, cfg):
+    """The one task the outcomes are judged on: extrap_task, fixed in advance, or the run's first eval task."""
+    return cfg['extrap_task'] or run['tasks'][0]
+
+
 def run_outcome(run, cfg):
     """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its {multiple: accuracy})."""
-    task = cfg['extrap_task'] or run['tasks'][0]
+    task = primary_task(run, cfg)
     by_m = run['eval']['length_eval'].get(task, {})
     return run.get('fit_iter'), by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
 
@@ -193,7 +198,7 @@ def summarize(runs, cfg, study_argv):
             continue
         arm['seeds'].append(run['seed'])
         per_run.setdefault(run['arm'], {})[run['seed']] = run_outcome(run, cfg)
-        primary.setdefault(run['arm'], {})[cfg['extrap_task'] or run['tasks'][0]] = None
+        primary.setdefault(run['arm'], {})[primary_task(run, cfg)] = None
         if 'mismatch' in run:
             arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
         for task, accs in run['eval']['length_eval'].items():
