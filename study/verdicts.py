@@ -61,7 +61,9 @@ def table():
         path = os.path.join(ROOT, 'results', name, 'results.json')
         if os.path.isfile(path):
             with open(path) as f:
-                lines += rows(name, claim, json.load(f))
+                study = rows(name, claim, json.load(f))
+            # the claim and the study once, on the study's first row
+            lines += study[:1] + [r.replace(f"| {claim} | [{name}](results/{name}/README.md) |", '| | |', 1) for r in study[1:]]
     return '\n'.join(lines)
 
 
