@@ -3,14 +3,17 @@ The README's verdict table, written from the committed results/<study>/results.j
 no figure in it can drift from its results: one row per arm tested against its study's control
 (the area paired by seed, its 95% interval, the paired p and Holm's over the study's sites, the
 seeds), "untestable" where the control is at ceiling, and one row per map (a study without a
-control). The table sits between the markers below in README.md.
+control). The table sits between the markers below in README.md. The headline figure
+(results/headline.png, with matplotlib) is the regime map with each site study's runs drawn beside
+the point of the map its recipe sits at.
 
-    python -m study.verdicts            # rewrite the table in README.md
+    python -m study.verdicts            # rewrite the table in README.md and draw results/headline.png
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
 """
 
 import json
 import os
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,8 +23,13 @@ BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /
 STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)'),
            ('study_positive', 'the instrument detects a known shift (`rope_theta` 3e4 vs 1e4)'),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
+           ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
            ('study_sites_mamba2', '5. the same on Mamba2')]
 ALPHA = 0.05
+# the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
+# that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
+MAP = 'study_regime'
+AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 
 def verdict(t, ceiling):
@@ -58,10 +66,9 @@ def table():
     lines = ['| claim | study | effect (area: mean accuracy over 1x..64x) | paired p | Holm | seeds | verdict |',
              '| --- | --- | --- | --- | --- | --- | --- |']
     for name, claim in STUDIES:
-        path = os.path.join(ROOT, 'results', name, 'results.json')
-        if os.path.isfile(path):
-            with open(path) as f:
-                study = rows(name, claim, json.load(f))
+        res = load(name)
+        if res:
+            study = rows(name, claim, res)
             # the claim and the study once, on the study's first row
             lines += study[:1] + [r.replace(f"| {claim} | [{name}](results/{name}/README.md) |", '| | |', 1) for r in study[1:]]
     return '\n'.join(lines)
@@ -72,6 +79,64 @@ def with_table(readme):
         raise SystemExit(f"README.md has no verdict markers ({BEGIN} ... {END}): add them where the table goes")
     head, rest = readme.split(BEGIN, 1)
     return head + BEGIN + '\n' + table() + '\n' + END + rest.split(END, 1)[1]
+
+
+def load(name):
+    path = os.path.join(ROOT, 'results', name, 'results.json')
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def headline_groups(studies):
+    """The figure's dot groups, left to right: (x, label, study, arm, areas). Each map arm takes one
+    slot; a site study drawn at that arm widens it by one slot per site arm, so no dots overlap."""
+    groups, x = [], 0.0
+    for point, arm in studies[MAP]['arms'].items():
+        groups.append((x, point, MAP, point, list(arm['area']['per_seed'].values())))
+        for name, at in AT.items():
+            if at == point and studies.get(name):
+                for site, a in studies[name]['arms'].items():
+                    if a['area']['per_seed']:
+                        x += 0.6
+                        groups.append((x, site, name, site, list(a['area']['per_seed'].values())))
+        x += 1.0
+    return groups
+
+
+def draw_headline(studies, path):
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no {os.path.basename(path)} (pip install matplotlib)")
+        return
+    groups = headline_groups(studies)
+    sites = list(dict.fromkeys(arm for _, _, study, arm, _ in groups if study != MAP))
+    fig, ax = plt.subplots(figsize=(9.0, 5.0), layout='constrained')
+    for x, label, study, arm, areas in groups:
+        color = 'C7' if study == MAP else f"C{sites.index(arm)}"
+        n = len(areas)
+        ax.plot([x + 0.03 * (k - (n - 1) / 2) for k in range(n)], areas, 'o', color=color, alpha=0.6, ms=4,
+                label='no dropout, the regime map' if study == MAP else arm)
+        ax.plot([x - 0.25, x + 0.25], [statistics.median(areas)] * 2, color=color, lw=2.5)
+    for name in AT:     # each site study named above its dots
+        xs = [x for x, _, study, _, _ in groups if study == name]
+        if xs:
+            seeds = max(len(g[4]) for g in groups if g[2] == name)
+            ax.text(sum(xs) / len(xs), 0.95, f"{name}\n({seeds} seeds per site)", ha='center', va='top', fontsize=8)
+    ax.set_xticks([g[0] for g in groups], [g[1] for g in groups], fontsize=8, rotation=30, ha='right')
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel('area: mean accuracy over 1x..64x (dot: one run; bar: median)')
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    by_label = dict(zip(labels, handles))       # one entry per site, whichever study drew it
+    fig.legend(by_label.values(), by_label.keys(), loc='outside right upper', fontsize=8)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    print(f"wrote {path}")
 
 
 def main(argv):
@@ -87,6 +152,9 @@ def main(argv):
     with open(path, 'w') as f:
         f.write(new)
     print(f"wrote the verdict table ({table().count(chr(10)) - 1} rows) into README.md")
+    studies = {name: load(name) for name in [MAP, *AT]}
+    if studies[MAP]:
+        draw_headline(studies, os.path.join(ROOT, 'results', 'headline.png'))
 
 
 if __name__ == '__main__':

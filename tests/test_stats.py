@@ -128,3 +128,18 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
     typed by hand, or a result committed without rerunning `python -m study.verdicts`, fails here."""
     from study import verdicts
     verdicts.main(['--check'])
+
+
+def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map():
+    from study import verdicts
+    per_seed = lambda *a: {'area': {'per_seed': {str(i + 1): v for i, v in enumerate(a)}}}   # noqa: E731
+    studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3), 'theta_1e4': per_seed(0.4), 'mamba2': per_seed(0.6)}},
+               'study_sites_sensitive': {'arms': {'none': per_seed(0.41, 0.42), 'vpad': per_seed(0.45, 0.46),
+                                                  'pre_norm': {'area': {'per_seed': {}}}}}}      # not run yet: no group
+    groups = verdicts.headline_groups(studies)
+    assert [(g[1], g[2]) for g in groups] == [('theta_1e3', 'study_regime'), ('theta_1e4', 'study_regime'),
+                                              ('none', 'study_sites_sensitive'), ('vpad', 'study_sites_sensitive'),
+                                              ('mamba2', 'study_regime')]
+    xs = [g[0] for g in groups]
+    assert all(b - a >= 0.6 for a, b in zip(xs, xs[1:]))                  # left to right, no slot shared
+    assert groups[3][4] == [0.45, 0.46]
