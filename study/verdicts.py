@@ -24,7 +24,8 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
            ('study_positive', 'the instrument detects a known shift (`rope_theta` 3e4 vs 1e4)'),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
-           ('study_sites_mamba2', '5. the same on Mamba2')]
+           ('study_sites_mamba2', '5. the same on Mamba2'),
+           ('study_wd_sensitive', '1. long training deteriorates extrapolation, weight decay hastens it')]
 ALPHA = 0.05
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
@@ -56,8 +57,11 @@ def rows(name, claim, res):
         if n == control or not t:
             continue
         ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
+        d, dc = a.get('deterioration'), ctrl.get('deterioration')     # a study with a deterioration rule
+        det = (f"; deteriorate {d['count']}/{d['of']} vs {dc['count']}/{dc['of']} (Fisher p {d['fisher_p']:.3f})"
+               if d and dc and 'fisher_p' in d else '')
         out.append(f"| {claim} | {link} | {n} vs {control}: area {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}, "
-                   f"paired difference {t['difference']:+.3f}{ci} | {t['p']:.3f} | {t['p_holm']:.3f} | {len(t['seeds'])} paired "
+                   f"paired difference {t['difference']:+.3f}{ci}{det} | {t['p']:.3f} | {t['p_holm']:.3f} | {len(t['seeds'])} paired "
                    f"| {verdict(t, ceiling)} |")
     return out
 

@@ -121,6 +121,10 @@ def test_verdict_rows_say_untestable_at_ceiling_and_detected_only_after_holm():
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| no difference detected |')
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, dict(weak, seeds_for_power=40)))[0].endswith(
         '| inconclusive: underpowered |')
+    res = fake_results(0.41, 3, t)                       # a study with a deterioration rule names its counts
+    res['arms']['none']['deterioration'] = {'count': 1, 'of': 12}
+    res['arms']['vpad']['deterioration'] = {'count': 7, 'of': 12, 'fisher_p': 0.027}
+    assert '+0.080 [+0.050, +0.110]; deteriorate 7/12 vs 1/12 (Fisher p 0.027) |' in verdicts.rows('s', 'claim', res)[0]
 
 
 def test_the_readme_verdict_table_is_what_the_committed_results_give():
