@@ -18,7 +18,9 @@ grid_dir = 'out/study_wd_sensitive'
 results_dir = 'results/study_wd_sensitive'   # summary (committed); checkpoints stay in grid_dir
 # the rule, fixed before the runs: a fit run deteriorates when its 4x quick eval falls >= 0.2 below
 # its running maximum since the fit at 2 quick evals in a row (counted per arm, Fisher against
-# none); the area at the end paired by seed as in the other studies
+# none); the area at the end paired by seed as in the other studies. The verdict (README's table):
+# Fisher on that count for none_wd vs none, vpad_wd vs vpad (weight decay) and vpad vs none, Holm
+# over the three
 deteriorate_multiple = 4
 deteriorate_drop = 0.2
 deteriorate_evals = 2

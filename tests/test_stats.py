@@ -121,10 +121,19 @@ def test_verdict_rows_say_untestable_at_ceiling_and_detected_only_after_holm():
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| no difference detected |')
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, dict(weak, seeds_for_power=40)))[0].endswith(
         '| inconclusive: underpowered |')
-    res = fake_results(0.41, 3, t)                       # a study with a deterioration rule names its counts
-    res['arms']['none']['deterioration'] = {'count': 1, 'of': 12}
-    res['arms']['vpad']['deterioration'] = {'count': 7, 'of': 12, 'fisher_p': 0.027}
-    assert '+0.080 [+0.050, +0.110]; deteriorate 7/12 vs 1/12 (Fisher p 0.027) |' in verdicts.rows('s', 'claim', res)[0]
+
+
+def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it_differs_from_by_one_setting():
+    from study import stats, verdicts
+    arm = lambda count, area: {'deterioration': {'count': count, 'of': 12}, 'area': {'mean': area}}   # noqa: E731
+    res = {'arms': {'none': arm(0, 0.42), 'none_wd': arm(1, 0.41), 'vpad': arm(2, 0.43), 'vpad_wd': arm(10, 0.30)}}
+    none_wd, vpad_wd, vpad = verdicts.rows('study_wd_sensitive', 'claim', res)
+    p = stats.fisher_exact(10, 2, 2, 10)                  # vpad_wd against vpad, not against none
+    assert f'vpad_wd vs vpad: deteriorate 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 vs 0.430 | {p:.3f} |' in vpad_wd
+    assert p < 0.05 / 3 and vpad_wd.endswith('| deteriorates more often (p_Holm <= 0.05) |')
+    assert none_wd.endswith('| inconclusive: underpowered |')   # 1/12 vs 0/12: no 12 seeds could tell
+    res['arms']['vpad_wd']['deterioration']['of'] = 0          # never fit: that comparison is left out
+    assert [r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)] == ['none_wd vs none', 'vpad vs none']
 
 
 def test_the_readme_verdict_table_is_what_the_committed_results_give():
