@@ -474,6 +474,13 @@ def step_curves(runs):
     return curves
 
 
+def dots_with_median(ax, x, values, color, label=None, jitter=0.04, half=0.3):
+    """One group of an area plot: each value a dot, spread around x so none hides another, their median a bar."""
+    n = len(values)
+    ax.plot([x + jitter * (k - (n - 1) / 2) for k in range(n)], values, 'o', color=color, alpha=0.6, ms=4, label=label)
+    ax.plot([x - half, x + half], [statistics.median(values)] * 2, color=color, lw=2.5)
+
+
 def plot(results, curves, out):
     """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
     run, so a mean with a band would hide them), area_by_arm.png (each run's area and each arm's median
@@ -507,9 +514,7 @@ def plot(results, curves, out):
         arms = [(n, a) for n, a in results['arms'].items() if a['area']['per_seed']]
         for i, (name, arm) in enumerate(arms):
             areas = list(arm['area']['per_seed'].values())
-            ax.plot([i + 0.04 * (k - (len(areas) - 1) / 2) for k in range(len(areas))], areas, 'o', color=f"C{i}",
-                    alpha=0.6, ms=4)
-            ax.plot([i - 0.3, i + 0.3], [arm['area']['median']] * 2, color=f"C{i}", lw=2.5)
+            dots_with_median(ax, i, areas, f"C{i}")
             ax.text(i, min(0.97, max(areas) + 0.04), f"range {arm['range']['median']:g}x", ha='center', fontsize=8)
         ax.set_xticks(range(len(arms)), [n for n, _ in arms], fontsize=8)
 

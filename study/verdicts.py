@@ -13,7 +13,6 @@ the point of the map its recipe sits at.
 
 import json
 import os
-import statistics
 import sys
 
 from study.stats import fisher_exact, holm, seeds_for_power
@@ -48,15 +47,14 @@ def verdict(t, ceiling):
 
 def deterioration_rows(name, claim, res):
     link, arms = f"[{name}](results/{name}/README.md)", res['arms']
-    pairs = [(a, b) for a, b in DETERIORATION_PAIRS[name] if arms[a]['deterioration']['of'] and arms[b]['deterioration']['of']]
-    tests = []
-    for a, b in pairs:
+    tests = []                                   # (a, b, their counts, Fisher p, fit runs per arm 80% power needs)
+    for a, b in DETERIORATION_PAIRS[name]:
         da, db = arms[a]['deterioration'], arms[b]['deterioration']
-        tests.append((fisher_exact(da['count'], da['of'] - da['count'], db['count'], db['of'] - db['count']),
-                      seeds_for_power(da['count'] / da['of'], db['count'] / db['of'])))
+        if da['of'] and db['of']:
+            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'], db['count'], db['of'] - db['count']),
+                          seeds_for_power(da['count'] / da['of'], db['count'] / db['of'])))
     out = []
-    for (a, b), (p, n), p_holm in zip(pairs, tests, holm([p for p, _ in tests])):
-        da, db = arms[a]['deterioration'], arms[b]['deterioration']
+    for (a, b, da, db, p, n), p_holm in zip(tests, holm([t[4] for t in tests])):
         more = da['count'] / da['of'] > db['count'] / db['of']
         verdict = (f"deteriorates {'more' if more else 'less'} often (p_Holm <= {ALPHA})" if p_holm <= ALPHA else
                    'no difference detected' if n is None or isinstance(n, int) and n <= min(da['of'], db['of']) else
@@ -135,38 +133,28 @@ def headline_groups(studies):
 
 
 def draw_headline(studies, path):
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed: no {os.path.basename(path)} (pip install matplotlib)")
-        return
+    import eval_lengths                          # torch and matplotlib: only to draw
+    from study.report import dots_with_median
     groups = headline_groups(studies)
     sites = list(dict.fromkeys(arm for _, _, study, arm, _ in groups if study != MAP))
-    fig, ax = plt.subplots(figsize=(9.0, 5.0), layout='constrained')
-    for x, label, study, arm, areas in groups:
-        color = 'C7' if study == MAP else f"C{sites.index(arm)}"
-        n = len(areas)
-        ax.plot([x + 0.03 * (k - (n - 1) / 2) for k in range(n)], areas, 'o', color=color, alpha=0.6, ms=4,
-                label='no dropout, the regime map' if study == MAP else arm)
-        ax.plot([x - 0.25, x + 0.25], [statistics.median(areas)] * 2, color=color, lw=2.5)
-    for name in AT:     # each site study named above its dots
-        xs = [x for x, _, study, _, _ in groups if study == name]
-        if xs:
-            n = sorted({len(g[4]) for g in groups if g[2] == name})
-            seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
-            ax.text(sum(xs) / len(xs), 0.95, f"{name}\n({seeds} seeds per arm)", ha='center', va='top', fontsize=8)
-    ax.set_xticks([g[0] for g in groups], [g[1] for g in groups], fontsize=8, rotation=30, ha='right')
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_ylabel('area: mean accuracy over 1x..64x (dot: one run; bar: median)')
-    ax.grid(alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    by_label = dict(zip(labels, handles))       # one entry per site, whichever study drew it
-    fig.legend(by_label.values(), by_label.keys(), loc='outside right upper', fontsize=8)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    print(f"wrote {path}")
+
+    def draw(ax, _):
+        labelled = set()                         # one legend entry per site, whichever study drew it first
+        for x, _, study, arm, areas in groups:
+            label = 'no dropout, the regime map' if study == MAP else arm
+            dots_with_median(ax, x, areas, 'C7' if study == MAP else f"C{sites.index(arm)}",
+                             label=None if label in labelled else label, jitter=0.03, half=0.25)
+            labelled.add(label)
+        for name in AT:                          # each site study named above its dots
+            xs = [x for x, _, study, _, _ in groups if study == name]
+            if xs:
+                n = sorted({len(g[4]) for g in groups if g[2] == name})
+                seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+                ax.text(sum(xs) / len(xs), 0.95, f"{name}\n({seeds} seeds per arm)", ha='center', va='top', fontsize=8)
+        ax.set_xticks([g[0] for g in groups], [g[1] for g in groups], fontsize=8, rotation=30, ha='right')
+
+    eval_lengths.plot_panels(['each site at the point of the regime map its recipe sits at'], draw, path, '',
+                             'area: mean accuracy over 1x..64x (dot: one run; bar: median)', log2=False)
 
 
 def main(argv):
