@@ -158,6 +158,9 @@ def draw_headline(studies, path):
 
 
 def main(argv):
+    if set(argv) - {'--check'}:
+        raise SystemExit(f"unknown argument(s) {' '.join(a for a in argv if a != '--check')}: "
+                         "python -m study.verdicts [--check]")
     path = os.path.join(ROOT, 'README.md')
     with open(path) as f:
         readme = f.read()

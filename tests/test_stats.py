@@ -1,6 +1,7 @@
 """study/stats.py against reference values computed once with scipy 1.17.1 / statsmodels 0.15.0 in a
 throwaway virtualenv (scipy is not a dependency); the expressions that gave them are beside each."""
 import math
+import os
 
 import pytest
 
@@ -141,6 +142,12 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
     typed by hand, or a result committed without rerunning `python -m study.verdicts`, fails here."""
     from study import verdicts
     verdicts.main(['--check'])
+    with open(os.path.join(verdicts.ROOT, 'README.md')) as f:
+        readme = f.read()
+    with pytest.raises(SystemExit, match='unknown argument'):     # a typo must not rewrite the README
+        verdicts.main(['--chek'])
+    with open(os.path.join(verdicts.ROOT, 'README.md')) as f:
+        assert f.read() == readme
 
 
 def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map():
