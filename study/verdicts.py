@@ -83,14 +83,15 @@ def rows(name, claim, res):
         if n == control or not t:
             continue
         ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
-        out.append(f"| {claim} | {link} | {n} vs {control}: area {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}, "
-                   f"paired difference {t['difference']:+.3f}{ci} | {t['p']:.3f} | {t['p_holm']:.3f} | {len(t['seeds'])} paired "
+        out.append(f"| {claim} | {link} | {n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}, "
+                   f"{t['difference']:+.3f}{ci} | {t['p']:.3f} | {t['p_holm']:.3f} | {len(t['seeds'])} paired "
                    f"| {verdict(t, ceiling)} |")
     return out
 
 
 def table():
-    lines = ['| claim | study | effect (area: mean accuracy over 1x..64x) | paired p | Holm | seeds | verdict |',
+    lines = ['| claim | study | effect: area (mean accuracy over 1x..64x) against the control\'s, paired difference '
+             '[95% CI] | paired p | Holm | seeds | verdict |',
              '| --- | --- | --- | --- | --- | --- | --- |']
     for name, claim in STUDIES:
         res = load(name)
