@@ -96,8 +96,8 @@ weight_decay = 0.0         # 0 = off (the paper: weight decay speeds up the loss
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
-decay_lr = True            # linear warmup, then cosine down to min_lr (with steps_after_fit: constant until
-                           # the fit, then the cosine over the steps_after_fit steps after it)
+decay_lr = True            # after the warmup, cosine down to min_lr (with steps_after_fit: constant until the
+                           # fit, then the cosine over the steps_after_fit steps after it); False: constant
 warmup_iters = 100         # steps of linear warmup
 lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
 min_lr = 1e-4              # the learning rate at the end of the cosine
@@ -456,13 +456,14 @@ def setup_processes(cfg):
 
 
 def get_lr(it, cfg, fit_iter=None):
-    # 1) linear warmup; then with steps_after_fit (warmup-stable-decay): 2) constant until the fit,
-    # 3) cosine down to min_lr over the steps_after_fit steps after it, so every run ends at min_lr
-    # after the same decay however late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
-    if not cfg['decay_lr']:
-        return cfg['learning_rate']
+    # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
+    # with steps_after_fit (warmup-stable-decay): 2) constant until the fit, 3) cosine down to min_lr
+    # over the steps_after_fit steps after it, so every run ends at min_lr after the same decay however
+    # late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
     if it < cfg['warmup_iters']:
         return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
+    if not cfg['decay_lr']:
+        return cfg['learning_rate']
     if cfg['steps_after_fit']:
         if fit_iter is None or it <= fit_iter:
             return cfg['learning_rate']

@@ -537,6 +537,17 @@ def test_lr_decay_follows_max_iters_unless_set():
     assert train.get_lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
 
 
+def test_a_constant_learning_rate_still_warms_up():
+    """decay_lr=False holds the peak after the warmup (the long-training studies' schedule); a
+    constant rate from step 0 is warmup_iters=0."""
+    cfg = dict(decay_lr=False, learning_rate=3e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=0, max_iters=14000,
+               steps_after_fit=10000)
+    ramp = [train.get_lr(it, cfg, None) for it in range(100)]
+    assert ramp[0] == pytest.approx(3e-3 / 101) and all(a < b for a, b in zip(ramp, ramp[1:])) and ramp[-1] < 3e-3
+    assert {train.get_lr(it, cfg, fit) for it in (100, 1500, 11499, 13999) for fit in (None, 1500)} == {3e-3}
+    assert train.get_lr(0, dict(cfg, warmup_iters=0)) == 3e-3
+
+
 def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_they_fit():
     """Warmup-stable-decay: planted fits at 500 and at 3900 (max_iters 4000 caps the search for the
     fit, not the decay): both hold the peak until the fit, then take the same 1000 decay steps and
