@@ -18,6 +18,9 @@ SCHEDULING = {'workers', 'dry_run', 'launcher', 'wait', 'eval_on', 'slurm_partit
 # settings that change how a run is executed or logged, not what it learns: a rerun may change them
 NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interval', 'peak_flops', 'eval_interval',
                'eval_iters', 'eval_tasks', 'eval_multiples', 'final_multiples', 'eval_samples', 'eval_batch_size'}
+# ... except where steps_after_fit gates the run on its 1x quick eval: then how often and on what that eval
+# runs decides the fit, so the decay and the stop
+DECIDES_THE_FIT = {'eval_interval', 'eval_tasks', 'eval_samples'}
 
 
 def state(run):
@@ -29,7 +32,8 @@ def state(run):
         return 'new'
     ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
     saved, wanted = ckpt['config'], run['cfg']
-    differ = [k for k in wanted if k not in NOT_THE_RUN and saved.get(k) != wanted[k]]
+    free = NOT_THE_RUN - DECIDES_THE_FIT if wanted.get('steps_after_fit') else NOT_THE_RUN
+    differ = [k for k in wanted if k not in free and saved.get(k) != wanted[k]]
     if differ and not run['selected']:
         return 'other'
     if differ:

@@ -310,6 +310,27 @@ def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     assert state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
 
 
+def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_gates_it(tmp_path):
+    """With steps_after_fit the quick eval's interval, tasks and examples decide the fit, the decay
+    and the stop: a rerun that changes them is refused; without it they only change what is logged."""
+    saved = {'max_iters': 100, 'steps_after_fit': 40, 'eval_interval': 20, 'eval_samples': 64, 'eval_iters': 10}
+    torch.save({'config': saved, 'iter_num': 60, 'finished': True,
+                **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
+    write_log(tmp_path, [{'iter': i} for i in (0, 20, 40, 60)])
+    run = lambda **kw: state({'dir': str(tmp_path), 'cfg': {**saved, **kw}, 'selected': True})
+    assert run(eval_iters=5) == 'done'
+    for k, v in (('eval_interval', 50), ('eval_samples', 32)):
+        with pytest.raises(SystemExit) as e:
+            run(**{k: v})
+        assert f'{k}={saved[k]!r}, study: {v!r}' in e.value.code and 'delete' in e.value.code
+    assert state({'dir': str(tmp_path), 'cfg': {**saved, 'eval_interval': 50}, 'selected': False}) == 'other'
+    ungated = {**saved, 'steps_after_fit': 0}
+    torch.save({'config': ungated, 'iter_num': 100, 'finished': True,
+                **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
+    write_log(tmp_path, [{'iter': i} for i in (0, 50, 100)])
+    assert state({'dir': str(tmp_path), 'cfg': {**ungated, 'eval_interval': 50}, 'selected': True}) == 'done'
+
+
 def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     """A loadable torch file that train.py did not write (another project's ckpt.pt): one line that
     names the file and the keys it lacks, from the grid's state check and from train.py's resume."""
@@ -326,8 +347,6 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
     msg = refused(study(tmp_path, 'fa.py', arms={'none': {'dropout_site': 'none', 'fit_accuracy': 0.5}}))
     assert "arm 'none'" in msg and 'fit_accuracy' in msg and 'study config' in msg
-    if 'fit_accuracy' not in settings_of(vars(train)):
-        pytest.skip("this train.py has no fit rule of its own")
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
