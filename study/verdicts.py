@@ -57,6 +57,7 @@ def deterioration_rows(name, claim, res):
     for (a, b, da, db, p, n), p_holm in zip(tests, holm([t[4] for t in tests])):
         more = da['count'] / da['of'] > db['count'] / db['of']
         verdict = (f"deteriorates {'more' if more else 'less'} often (p_Holm <= {ALPHA})" if p_holm <= ALPHA else
+                   'neither arm deteriorates: the rule never fired' if da['count'] == db['count'] == 0 else
                    'no difference detected' if n is None or isinstance(n, int) and n <= min(da['of'], db['of']) else
                    'inconclusive: underpowered')
         out.append(f"| {claim} | {link} | {a} vs {b}: deteriorate {da['count']}/{da['of']} vs {db['count']}/{db['of']} "
