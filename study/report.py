@@ -327,7 +327,7 @@ def area_table(results):
               f"{0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most {0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. "
               f"Paired: per-seed differences from {c or 'the control'} (a seed fixes the initial weights and the batches in every "
               f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested; seeds for {SHIFT:g}: paired seeds that "
-              f"80% power at alpha 0.05 would need to detect an area shift of {SHIFT:g} at this spread (normal approximation). "
+              f"80% power at alpha 0.05 would need to detect an area shift of {SHIFT:g} at this spread (normal approximation; at least 6, the fewest at which the sign-flip test can reach 0.05). "
               f"Never fit as 0: the same test with never-fit runs counted as failures (area 0).", '']
     return lines
 

@@ -131,11 +131,12 @@ def seeds_for_power(p1, p2, power=0.8, alpha=0.05, n_max=200):
 def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
     """Paired seeds needed to detect a mean shift `shift` in a continuous outcome whose per-seed
     differences have standard deviation sd, two-sided at alpha (normal approximation:
-    n = ((z_(1-alpha/2) + z_power) sd / shift)^2). None when sd is unknown."""
+    n = ((z_(1-alpha/2) + z_power) sd / shift)^2), and never fewer than the exact sign-flip test
+    needs to reach alpha at all: its smallest p is 2 / 2^n (6 seeds at 0.05). None when sd is unknown."""
     if sd is None:
         return None
     z = {0.05: 1.959963984540054}[alpha] + {0.8: 0.8416212335729143}[power]
-    return max(2, math.ceil((z * sd / shift) ** 2))
+    return max(math.ceil(math.log2(2 / alpha)), math.ceil((z * sd / shift) ** 2))
 
 
 def deteriorates(accs, drop, consecutive):

@@ -381,6 +381,9 @@ def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1
     assert report.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
     assert stats.seeds_for_shift(0.06, 0.05) == 12 and stats.seeds_for_shift(0.1, 0.05) == 32   # (2.8016 sd / 0.05)^2
     assert stats.seeds_for_shift(None, 0.05) is None
+    # a small spread: the normal approximation says 2, but 5 seeds' smallest sign-flip p is 2/32 > 0.05
+    assert stats.seeds_for_shift(0.01, 0.05) == 6 and stats.sign_flip_test([0.1] * 5)[0] > 0.05
+    assert stats.sign_flip_test([0.1] * 6)[0] <= 0.05
 
 
 def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests_against_the_control(tmp_path):
