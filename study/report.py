@@ -58,9 +58,10 @@ def init_template(cfg, arm, study_argv):
 
 def area_and_range(curve, threshold):
     """curve: {multiple: accuracy} of one run's final eval. -> (area, range): the area is the mean
-    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under accuracy against
-    log2(multiple), normalized to [0, 1]); the range is the largest multiple at which accuracy is
-    >= threshold there and at every shorter multiple (0: not even at the shortest)."""
+    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under the step curve that holds
+    each multiple's accuracy for one unit of log2(multiple), normalized to [0, 1]; not a trapezoid);
+    the range is the largest multiple at which accuracy is >= threshold there and at every shorter
+    multiple (0: not even at the shortest)."""
     points = sorted((m, a) for m, a in curve.items() if a is not None)
     area = sum(a for _, a in points) / len(points) if points else None
     reach = 0

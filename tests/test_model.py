@@ -718,3 +718,18 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
     assert torch.equal(loss, model(idx, idx)[1])
     wrapped(idx, idx)
     assert capsys.readouterr().out == ""                # said once
+
+
+def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
+    """`python model.py RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
+    is gone each end in one line that names the path, never a traceback."""
+    def diagnose(d):
+        out = subprocess.run([sys.executable, 'model.py', str(d)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and 'Traceback' not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        return out.stderr
+    assert 'is not a readable checkpoint' in diagnose(tmp_path)
+    torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
+    assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
+    torch.save({**dict.fromkeys(('model', 'optimizer', 'tokenizer', 'iter_num', 'finished', 'fit_iter')),
+                'model_args': {'block_size': 64}, 'config': {'data_dir': str(tmp_path / 'gone')}}, tmp_path / 'ckpt.pt')
+    assert 'gone/val.bin not found' in diagnose(tmp_path)
