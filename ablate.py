@@ -190,6 +190,9 @@ def plan(cfg, passed, selected, train_settings):
                                                           here=cfg['launcher'] == 'local')     # a job's node is not this host
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+            if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
+                fail(f"arm '{arm}': its quick eval (eval_multiples={run_cfg['eval_multiples']!r}) has no 1x: "
+                     f"no run could fit, so the study would summarize nothing; add 1")
             if cfg['deteriorate_multiple'] and cfg['deteriorate_multiple'] not in quick:
                 fail(f"arm '{arm}': deteriorate_multiple={cfg['deteriorate_multiple']} is not in its quick eval "
                      f"(eval_multiples={run_cfg['eval_multiples']!r}): the rule would see nothing")

@@ -269,6 +269,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--beta1=1.5'], ["arm 'none'", 'beta1=1.5', '[0, 1)']),                # train.py's checks, before any run
     (['--seeds=1,1000000000000000000000000000000'], ["arm 'none'", 'seed=', '2**63']),
     (['--range_threshold=0'], ['range_threshold', '(0, 1]']),
+    (['--eval_multiples=2,4'], ["arm 'none'", "eval_multiples='2,4'", 'no 1x']),   # no run could ever fit
 ])
 def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     msg = refused(study(tmp_path), *args)
