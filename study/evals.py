@@ -1,7 +1,8 @@
 """
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
-in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings that made it; eval jobs on
-a cluster write the same caches, which the summary then reads.
+in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings that made it, and dropped
+when the run dir trains again from scratch; eval jobs on a cluster write the same caches, which the
+summary then reads.
 """
 
 import contextlib
@@ -33,6 +34,14 @@ def cached(run, name, key, compute):
     with rundir.writing(path, f"the cached {name}", "rerun this command"):
         rundir.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
     return record
+
+
+def forget(run):
+    """A run about to train from scratch (its checkpoint set aside) drops the caches of the run that
+    was there: their keys name settings, not weights, so they would pass as this run's."""
+    for name in ('ablate_eval.json', 'ablate_mismatch.json'):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(run['dir'], name))
 
 
 def evaluate(runs, mults, n, compute=True):

@@ -128,6 +128,12 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     again = capsys.readouterr().out
     assert '4 finished, 0 to train' in again and 'final eval' not in again
     assert mtimes(grid) == before
+    # a run whose checkpoint is set aside trains again and is evaluated again, not read from the
+    # cache of the run that was there (its key names settings, not weights)
+    os.rename(grid / 'wd' / 'seed2' / 'ckpt.pt', grid / 'wd' / 'seed2' / 'ckpt.pt.bad')
+    ablate_here(cfg)
+    again = capsys.readouterr().out
+    assert '[wd seed 2] starting' in again and again.count('final eval') == 1 and '[wd seed 2] final eval' in again
 
 
 def alive(pid):
