@@ -135,6 +135,8 @@ AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it"
     ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
+# what RoPE layers read; set away from these while every attention layer is NoPE, a run would not change
+ROPE_ONLY = {'window': window, 'rope_theta': rope_theta}
 
 
 def check_config(cfg, here=True):
@@ -199,6 +201,16 @@ def check_config(cfg, here=True):
             raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
         if not 0 < cfg['fit_accuracy'] <= 1:
             raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
+        # a setting that cannot change the run is a typo'd intent: say so rather than train the same model
+        if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
+            why = 'decay_lr=False' if not cfg['decay_lr'] else \
+                f"steps_after_fit={cfg['steps_after_fit']} (the decay then runs over the steps after the fit)"
+            raise ValueError(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}: leave it 0, "
+                             f"or set steps_after_fit=0 and decay_lr=True for a cosine over lr_decay_iters")
+        unused = [f"{k}={cfg[k]:g}" for k, v in ROPE_ONLY.items() if cfg[k] != v]
+        if unused and cfg['nope_every'] == 1 and 'A' in cfg['block_pattern']:
+            raise ValueError(f"{' and '.join(unused)} has no effect: with nope_every=1 every attention layer is "
+                             f"global without RoPE; set nope_every=0 (RoPE in every layer) or 2 (every other layer)")
         if cfg['min_doc_len'] > cfg['block_size']:
             raise ValueError(f"min_doc_len={cfg['min_doc_len']} is longer than block_size={cfg['block_size']}")
         for t in eval_tasks:

@@ -529,6 +529,22 @@ def test_seed_varies_training_but_not_the_corpus(data_dir, done_run, tmp_path):
     one_line_error(run(*base, f'--out_dir={tmp_path / "s3"}', '--data_seed=7', check=False), 'data_seed=1337')
 
 
+def test_settings_that_cannot_change_the_run_are_refused(tmp_path):
+    """A window or rope_theta where every attention layer is NoPE, and an lr_decay_iters the
+    fit-gated schedule ignores, would train the model the defaults train: one line instead."""
+    args = ['config/niah_128.py', *TINY, f'--data_dir={tmp_path / "data"}', f'--out_dir={tmp_path / "run"}', '--max_iters=2']
+    refused([*args, '--nope_every=1', '--window=16'], 'window=16 has no effect', 'nope_every=0')
+    refused([*args, '--nope_every=1', '--rope_theta=1e5'], 'rope_theta=100000 has no effect')
+    refused([*args, '--lr_decay_iters=500', '--steps_after_fit=100'], 'lr_decay_iters=500 has no effect', 'steps_after_fit=100')
+    refused([*args, '--lr_decay_iters=500', '--steps_after_fit=0', '--decay_lr=False'], 'with decay_lr=False')
+    assert not (tmp_path / 'run').exists()
+    # where they act, they are taken: RoPE layers read the window, a cosine without a fit reads lr_decay_iters
+    for ok in (['--nope_every=2', '--window=16'], ['--lr_decay_iters=500', '--steps_after_fit=0'],
+               ['--nope_every=1', '--window=16', '--block_pattern=M']):
+        cfg = configure(settings_of(vars(train)), [*args, *ok])
+        train.check_config(cfg)
+
+
 def test_lr_decay_follows_max_iters_unless_set():
     cfg = dict(decay_lr=True, learning_rate=1.0, min_lr=0.0, warmup_iters=0, lr_decay_iters=0, max_iters=10000,
                steps_after_fit=0)
