@@ -332,7 +332,7 @@ def window_reach(model):
 
 # what the checkpoint keeps of its step's log record, so that a run killed between its checkpoint
 # and its log line (during the length eval) logs that step in full when it resumes
-LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu')
+LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu', 'fit_iter')
 
 
 def init_path(init_from):
@@ -688,8 +688,9 @@ def main(argv):
         if reach is not None and sample_data.beyond_reach(run.meta, reach) is not None:
             print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
-    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record
-    run.fit_iter = run.logged[max(run.logged)].get('fit_iter') if run.logged else None
+    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record,
+    # and as the checkpoint saw it (before its own step's eval) for a resume whose log is gone
+    run.fit_iter = run.logged[max(run.logged)].get('fit_iter') if run.logged else run.last['fit_iter']
     model = CompiledOrEager(run.model) if cfg['compile'] else run.model
     if procs.ddp:
         model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if procs.device_type == 'cuda' else None)

@@ -417,6 +417,30 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert not train.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not train.fits({'a': {'4x': 1.0}}, 0.5)
 
 
+def test_a_resume_without_its_log_keeps_the_fit_the_checkpoint_saw(data_dir, tmp_path, monkeypatch):
+    """Killed in the eval of iter 6 (its checkpoint written, fit at 4 in it) and log.jsonl lost: the
+    resume takes the fit from the checkpoint, so it stops at 7 as the run would have, not 3 steps
+    after a fit re-found at 6."""
+    out_dir, calls = str(tmp_path / 'fit'), []
+
+    def evaluate(model, tok, task, length, *a, **k):
+        calls.append(length)
+        if len(calls) == 4:
+            raise RuntimeError('killed')          # the eval of iter 6, after its checkpoint
+        return 1.0 if len(calls) > 2 else 0.5     # iters 0 and 2 miss, iter 4 fits
+    monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
+    args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
+            '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
+    with pytest.raises(RuntimeError, match='killed'):
+        run(*args)
+    ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
+    assert (ckpt['iter_num'], ckpt['fit_iter'], ckpt['finished']) == (6, 4, False)
+    os.remove(os.path.join(out_dir, 'log.jsonl'))
+    out = run(*args, '--init_from=resume')
+    assert 'fit at iter' not in out.stdout
+    assert [(r['iter'], r['fit_iter']) for r in log(out_dir)] == [(6, 4), (7, 4)]
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
     out_dir = shutil.copytree(done_run, tmp_path / 'nan')
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
