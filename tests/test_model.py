@@ -723,10 +723,15 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
 def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
     """`python model.py RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
     is gone each end in one line that names the path, never a traceback."""
-    def diagnose(d):
-        out = subprocess.run([sys.executable, 'model.py', str(d)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert out.returncode != 0 and 'Traceback' not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
-        return out.stderr
+    import runpy
+
+    def diagnose(d):                # in this process: a SystemExit with a message is all Python prints
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, 'argv', ['model.py', str(d)])
+            with pytest.raises(SystemExit) as e:
+                runpy.run_path(os.path.join(ROOT, 'model.py'), run_name='__main__')
+        assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
+        return e.value.code
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
