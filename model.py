@@ -92,6 +92,12 @@ class GPTConfig:
     def layer_kind(self, i):
         return self.block_pattern[i % len(self.block_pattern)]
 
+    def global_nope(self, i):
+        """Attention layer i is global without RoPE: every nope_every-th attention layer, counted over
+        attention layers only (the first of each group with nope_first)."""
+        nth_attention = sum(self.layer_kind(j) == 'A' for j in range(i + 1))
+        return self.nope_every > 0 and (nth_attention - self.nope_first) % self.nope_every == 0
+
 # -----------------------------------------------------------------------------
 # The dropout sites: D (inverted dropout) or VPAD, on the residual or before the linear layers
 
@@ -335,8 +341,7 @@ class Block(nn.Module):
         self.norm_1 = nn.RMSNorm(config.n_embd, eps=1e-5)
         self.drop_res = residual_dropout(config)
         if self.kind == 'A':
-            nth_attention = sum(config.layer_kind(j) == 'A' for j in range(i + 1))
-            global_nope = config.nope_every > 0 and (nth_attention - config.nope_first) % config.nope_every == 0
+            global_nope = config.global_nope(i)
             self.mixer = CausalSelfAttention(config, use_rope=not global_nope,
                                              window=0 if global_nope else config.window)
             self.norm_2 = nn.RMSNorm(config.n_embd, eps=1e-5)

@@ -201,16 +201,8 @@ def check_config(cfg, here=True):
             raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
         if not 0 < cfg['fit_accuracy'] <= 1:
             raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
-        # a setting that cannot change the run is a typo'd intent: say so rather than train the same model
-        if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
-            why = 'decay_lr=False' if not cfg['decay_lr'] else \
-                f"steps_after_fit={cfg['steps_after_fit']} (the decay then runs over the steps after the fit)"
-            raise ValueError(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}: leave it 0, "
-                             f"or set steps_after_fit=0 and decay_lr=True for a cosine over lr_decay_iters")
-        unused = [f"{k}={cfg[k]:g}" for k, v in ROPE_ONLY.items() if cfg[k] != v]
-        if unused and cfg['nope_every'] == 1 and 'A' in cfg['block_pattern']:
-            raise ValueError(f"{' and '.join(unused)} has no effect: with nope_every=1 every attention layer is "
-                             f"global without RoPE; set nope_every=0 (RoPE in every layer) or 2 (every other layer)")
+        for note in no_effect(cfg):
+            print(f"note: {note}")
         if cfg['min_doc_len'] > cfg['block_size']:
             raise ValueError(f"min_doc_len={cfg['min_doc_len']} is longer than block_size={cfg['block_size']}")
         for t in eval_tasks:
@@ -223,6 +215,21 @@ def check_config(cfg, here=True):
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
     return eval_tasks, quick, final
+
+
+def no_effect(cfg):
+    """Settings away from their defaults that cannot change this run (a config may set them for a
+    recipe that used them): one note each, printed, so `--window=16` on an all-NoPE model is not
+    taken for an ablation."""
+    notes = []
+    if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
+        why = 'decay_lr=False' if not cfg['decay_lr'] else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)"
+        notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
+    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=1)
+    if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
+        notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
+                  f"block_pattern={cfg['block_pattern']!r})" for k, v in ROPE_ONLY.items() if cfg[k] != v]
+    return notes
 
 
 def check_memory(cfg, vocab_size, device, shortest):
