@@ -94,7 +94,7 @@ import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
-from study.evals import evaluate, forget, measure_mismatch  # noqa: E402
+from study.evals import evaluate, measure_mismatch  # noqa: E402
 from study.report import find_fit, format_markdown, plot, step_curves, summarize  # noqa: E402
 from study.runs import SCHEDULING, command, last_progress, state  # noqa: E402
 
@@ -291,8 +291,6 @@ def start(run, env, then):
         lock.release()
         print(f"{tag} finished meanwhile by another process")
         return False
-    if run['state'] == 'new':
-        forget(run)
     cmd = command(run, run['state'] == 'partial')
     handed, fds = lock.child()
     with rundir.writing(os.path.join(run['dir'], 'train.log'), 'the train log', then):

@@ -1,8 +1,7 @@
 """
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
-in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings that made it, and dropped
-when the run dir trains again from scratch; eval jobs on a cluster write the same caches, which the
-summary then reads.
+in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings and the checkpoint that
+made it; eval jobs on a cluster write the same caches, which the summary then reads.
 """
 
 import contextlib
@@ -19,10 +18,12 @@ from model import dropout_mismatch
 
 
 def cached(run, name, key, compute):
-    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it.
-    compute=None only reads what an eval job cached, whatever device its node had: -> None if absent."""
+    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it,
+    and so does a checkpoint newer than the cache (the run dir trained again: the key names settings,
+    not weights). compute=None only reads what an eval job cached, whatever device its node had:
+    -> None if absent."""
     path = os.path.join(run['dir'], name)
-    if os.path.exists(path):
+    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(run['dir'], 'ckpt.pt')):
         with open(path) as f:
             saved = json.load(f)
         same = (lambda k: k) if compute else (lambda k: {a: v for a, v in (k or {}).items() if a != 'device'})  # noqa: E731
@@ -34,14 +35,6 @@ def cached(run, name, key, compute):
     with rundir.writing(path, f"the cached {name}", "rerun this command"):
         rundir.write_atomic(path, json.dumps({'key': key, 'record': record}, indent=1).encode())
     return record
-
-
-def forget(run):
-    """A run about to train from scratch (its checkpoint set aside) drops the caches of the run that
-    was there: their keys name settings, not weights, so they would pass as this run's."""
-    for name in ('ablate_eval.json', 'ablate_mismatch.json'):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(run['dir'], name))
 
 
 def evaluate(runs, mults, n, compute=True):

@@ -16,7 +16,7 @@ import time
 import torch
 
 import rundir
-from study.evals import evaluate, forget, measure_mismatch
+from study.evals import evaluate, measure_mismatch
 from study.runs import command, last_progress, state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
@@ -319,9 +319,6 @@ def launch(runs, cfg, extra):
     n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
     print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
           f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['grid_dir'], 'submitit')})")
-    for run in pending:
-        if run['state'] == 'new':
-            forget(run)
     live = dispatch(pending, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
                                                       cfg['slurm_cpus_per_run']), extra)
     if not cfg['wait']:
