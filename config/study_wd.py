@@ -1,7 +1,8 @@
 # The decisive study, part 3 (claim 1: weight decay speeds up the loss of length generalization):
 # no dropout with and without weight_decay=0.1, trained 3000 steps past the fit at a constant
 # learning rate, so any loss of extrapolation has time to show. The committed runs had no warmup
-# (decay_lr=False skipped it then; it no longer does), so warmup_iters=0 reruns them as they were.
+# (decay_lr=False skipped it then; it no longer does), so warmup_iters=0 retrains them as they were
+# (their own checkpoints, which say warmup_iters=100, are refused as runs of other settings).
 #   python ablate.py config/study_wd.py --workers=2
 exec(open('config/study_sites.py').read())
 common = {'dropout_site': 'none', 'steps_after_fit': 3000, 'max_iters': 7000, 'decay_lr': False,
