@@ -68,7 +68,7 @@ def load_run(run_dir, device):
         raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py --out_dir={run_dir}")
     # a checkpoint that does not load cannot be retrained in place (train.py keeps a run dir's checkpoint)
     fix = f"restore a copy, or set it aside (mv {path} {path}.bad) and retrain {run_dir} with the train.py command that made it"
-    ckpt = rundir.load_checkpoint(path, fix)
+    ckpt = rundir.load_checkpoint(path, fix, keys=('model', 'model_args', 'config'))
     try:
         model = GPT(GPTConfig(**ckpt['model_args']))
         model.load_state_dict(ckpt['model'])

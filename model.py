@@ -799,13 +799,15 @@ if __name__ == '__main__':
     import sys, os, numpy as np
     torch.manual_seed(0)
     if len(sys.argv) > 1:
-        import rundir                    # a missing or foreign checkpoint is one line, not a traceback
-        ckpt = rundir.load_checkpoint(os.path.join(sys.argv[1], 'ckpt.pt'), "give the run dir of a train.py run")
+        import rundir, sample_data       # a missing or foreign checkpoint is one line, not a traceback
+        ckpt = rundir.load_checkpoint(os.path.join(sys.argv[1], 'ckpt.pt'), "give the run dir of a train.py run",
+                                      keys=('model', 'model_args', 'config'))
         cfg = dict(ckpt['model_args'])
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
+        sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone
         if not os.path.exists(os.path.join(data_dir, 'val.bin')):
-            raise SystemExit(f"{data_dir}/val.bin not found: train.py writes a run's data on first use, "
-                             f"so rerun the run's train.py command (data_dir={data_dir!r}) to generate it")
+            raise SystemExit(f"{data_dir}/val.bin is missing though {data_dir}/meta.json is there: "
+                             f"delete {data_dir} and rerun this command to generate the run's data again")
         ids = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
         idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
         state, what = ckpt['model'], f"{sys.argv[1]} (trained with {cfg['dropout_site']})"

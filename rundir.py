@@ -104,15 +104,16 @@ def save_checkpoint(state, path):
 CHECKPOINT_KEYS = ('model', 'optimizer', 'model_args', 'config', 'iter_num', 'tokenizer', 'finished', 'fit_iter')
 
 
-def load_checkpoint(path, fix):
+def load_checkpoint(path, fix, keys=CHECKPOINT_KEYS):
     """The checkpoint at path (tensors on the CPU); one line naming it and `fix` if it is unreadable
-    or not one of train.py's (a loadable torch file without its keys)."""
+    or not one of train.py's (a loadable torch file without `keys`: a reader of the weights alone
+    asks for fewer, so a checkpoint of an older train.py still loads)."""
     import torch
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
         raise SystemExit(f"{path} is not a readable checkpoint ({type(e).__name__}: {first_line(e)}); {fix}") from None
-    missing = [k for k in CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    missing = [k for k in keys if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise SystemExit(f"{path} is not a checkpoint train.py wrote (no {', '.join(map(repr, missing[:3]))}"
                          f"{', ...' if len(missing) > 3 else ''}); {fix}")

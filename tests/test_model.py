@@ -726,15 +726,19 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
     import runpy
 
     def diagnose(d):                # in this process: a SystemExit with a message is all Python prints
+        rng = torch.get_rng_state()     # the script seeds torch's generator; later tests keep theirs
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(sys, 'argv', ['model.py', str(d)])
             with pytest.raises(SystemExit) as e:
                 runpy.run_path(os.path.join(ROOT, 'model.py'), run_name='__main__')
+        torch.set_rng_state(rng)
         assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
         return e.value.code
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
-    torch.save({**dict.fromkeys(('model', 'optimizer', 'tokenizer', 'iter_num', 'finished', 'fit_iter')),
-                'model_args': {'block_size': 64}, 'config': {'data_dir': str(tmp_path / 'gone')}}, tmp_path / 'ckpt.pt')
-    assert 'gone/val.bin not found' in diagnose(tmp_path)
+    data = tmp_path / 'data'                       # a corpus whose meta.json is there but val.bin is not
+    data.mkdir()
+    (data / 'meta.json').write_text('{}')
+    torch.save({'model': None, 'model_args': {'block_size': 64}, 'config': {'data_dir': str(data)}}, tmp_path / 'ckpt.pt')
+    assert f'{data}/val.bin is missing though' in diagnose(tmp_path) and 'delete' in diagnose(tmp_path)
