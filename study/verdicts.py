@@ -58,6 +58,8 @@ def deterioration_rows(name, claim, res):
         more = da['count'] / da['of'] > db['count'] / db['of']
         verdict = (f"deteriorates {'more' if more else 'less'} often (p_Holm <= {ALPHA})" if p_holm <= ALPHA else
                    'neither arm deteriorates: the rule never fired' if da['count'] == db['count'] == 0 else
+                   'every run deteriorates in both arms: the rule cannot tell them apart'
+                   if (da['count'], db['count']) == (da['of'], db['of']) else
                    'no difference detected' if n is None or isinstance(n, int) and n <= min(da['of'], db['of']) else
                    'inconclusive: underpowered')
         out.append(f"| {claim} | {link} | {a} vs {b}: deteriorate {da['count']}/{da['of']} vs {db['count']}/{db['of']} "

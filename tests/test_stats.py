@@ -135,6 +135,8 @@ def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it
     assert none_wd.endswith('| inconclusive: underpowered |')   # 1/12 vs 0/12: no 12 seeds could tell
     res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: no power to see weight decay hasten it
     assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| neither arm deteriorates: the rule never fired |')
+    res['arms']['none']['deterioration']['count'] = res['arms']['none_wd']['deterioration']['count'] = 12
+    assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| every run deteriorates in both arms: the rule cannot tell them apart |')
     res['arms']['vpad_wd']['deterioration']['of'] = 0          # never fit: that comparison is left out
     assert [r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)] == ['none_wd vs none', 'vpad vs none']
 
