@@ -4,7 +4,7 @@
 # own schedule, on purpose: a decay would hide a drift), the quick eval every 250 steps on 64
 # examples at 1x-8x, where the control sits mid-range (regime map: 0.88 / 0.67 / 0.27 at 2x / 4x /
 # 8x; at 16x and beyond it is near the floor, where no drop could show).
-#   python ablate.py config/study_wd_sensitive.py --workers=2      # the longest study: ~15 min a run
+#   python ablate.py config/study_wd_sensitive.py --workers=2      # the longest study: 8-10 min a run, ~4.5 h
 exec(open('config/study_sites_sensitive.py').read())    # the recipe, seeds, eval and tests
 common = {'steps_after_fit': 10000, 'max_iters': 14000, 'decay_lr': False,
           'eval_interval': 250, 'eval_multiples': '1,2,4,8', 'eval_samples': 64}
