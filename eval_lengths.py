@@ -303,10 +303,11 @@ def main(argv):
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
-    print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per point)")
+    probe = ', the key probe: keys the prompt never mentions' if cfg['absent_key'] else ''
+    print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per point{probe})")
     print(format_table(records, mults))
-    if cfg['plot']:
-        plot_results(records, os.path.join(runs[0], 'eval_lengths.png'))
+    if cfg['plot']:           # into the first run's dir, beside its JSON; the probe's plot keeps the eval's
+        plot_results(records, os.path.join(runs[0], name.replace('.json', '.png')))
 
 
 if __name__ == '__main__':

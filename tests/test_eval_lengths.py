@@ -223,6 +223,13 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
         assert os.path.exists(os.path.join(a, 'eval_lengths.png'))
     except ImportError:
         assert 'matplotlib is not installed' in out
+    # the key probe writes its own JSON and plot and says what it is: the eval's stay as they were
+    before = {f: open(os.path.join(a, f), 'rb').read() for f in os.listdir(a) if f.startswith('eval_lengths.')}
+    main_here(f'--out_dirs={a}', '--tasks=niah_single', '--multiples=2', '--eval_samples=4', '--absent_key=True')
+    out = capsys.readouterr().out
+    assert 'the key probe' in out and os.path.exists(os.path.join(a, 'eval_absent_key.json'))
+    assert before == {f: open(os.path.join(a, f), 'rb').read() for f in before}
+    assert os.path.exists(os.path.join(a, 'eval_absent_key.png')) or 'no eval_absent_key.png' in out
 
 
 @pytest.mark.parametrize('args,words', [
