@@ -797,11 +797,17 @@ if __name__ == '__main__':
     # python model.py             the diagnostic for a small random model, one column pair per site
     # python model.py out/vpad    the same for a trained checkpoint, on rows of its validation data
     import sys, os, numpy as np
+    usage = "python model.py [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
+    if sys.argv[1:] in (['-h'], ['--help']):
+        print(usage)
+        sys.exit(0)
+    if len(sys.argv) > 2 or sys.argv[1:] and sys.argv[1].startswith('-'):
+        raise SystemExit(f"unknown argument(s) {' '.join(sys.argv[1:])}: {usage}")
     torch.manual_seed(0)
     if len(sys.argv) > 1:
         import rundir, sample_data       # a missing or foreign checkpoint is one line, not a traceback
-        ckpt = rundir.load_checkpoint(os.path.join(sys.argv[1], 'ckpt.pt'), "give the run dir of a train.py run",
-                                      keys=('model', 'model_args', 'config'))
+        path = sys.argv[1] if sys.argv[1].endswith('.pt') else os.path.join(sys.argv[1], 'ckpt.pt')
+        ckpt = rundir.load_checkpoint(path, "give the run dir of a train.py run", keys=('model', 'model_args', 'config'))
         cfg = dict(ckpt['model_args'])
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
         sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone

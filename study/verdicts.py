@@ -162,6 +162,10 @@ def draw_headline(studies, path):
 
 
 def main(argv):
+    if argv in (['-h'], ['--help']):
+        print("python -m study.verdicts [--check]: write (or, with --check, compare) README.md's verdict table "
+              "and draw results/headline.png, from the committed results/*/results.json")
+        return
     if set(argv) - {'--check'}:
         raise SystemExit(f"unknown argument(s) {' '.join(a for a in argv if a != '--check')}: "
                          "python -m study.verdicts [--check]")

@@ -735,6 +735,8 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
         assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
         return e.value.code
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
+    assert diagnose('--chek').startswith('unknown argument(s) --chek: python model.py [RUN_DIR')
+    assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")   # a ckpt path is taken as one
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
     data = tmp_path / 'data'                       # a corpus whose meta.json is there but val.bin is not

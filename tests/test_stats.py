@@ -150,6 +150,7 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
         readme = f.read()
     with pytest.raises(SystemExit, match='unknown argument'):     # a typo must not rewrite the README
         verdicts.main(['--chek'])
+    verdicts.main(['--help'])                                     # nor does asking how to use it
     with open(os.path.join(verdicts.ROOT, 'README.md')) as f:
         assert f.read() == readme
 
