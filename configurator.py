@@ -112,18 +112,26 @@ def _failing_line(e, filename):
 
 def print_help(settings, script):
     """Every key, its default and the comment beside its first assignment in `script`
-    (`key = value  # comment`, or `'key': value,  # comment` in a dict of settings)."""
-    comments = {}
+    (`key = value  # comment`, or `'key': value,  # comment` in a dict of settings), with the
+    indented comment-only lines that continue it."""
+    comments, last = {}, None
     with open(script) as f:
         for line in f:
+            more = re.match(r"\s+#\s*(.*)", line)
+            if last and more:
+                comments[last].append(more.group(1).strip())
+                continue
             m = re.match(r"""\s*['"]?(\w+)['"]?\s*[=:][^#]*#\s*(.*)""", line)
-            if m and m.group(1) in settings and m.group(1) not in comments:
-                comments[m.group(1)] = m.group(2).strip()
+            last = m.group(1) if m and m.group(1) in settings and m.group(1) not in comments else None
+            if last:
+                comments[last] = [m.group(2).strip()]
     print(f"usage: python {os.path.basename(script)} [config/file.py ...] [--key=value ...]\n")
     width = max(len(k) for k in settings) + 2
     for key, default in settings.items():
-        note = comments.get(key, '')
-        print(f"  --{key:<{width}}{default!r:<22} {note}".rstrip())
+        note = comments.get(key, [''])
+        print(f"  --{key:<{width}}{default!r:<22} {note[0]}".rstrip())
+        for cont in note[1:]:
+            print(f"{'':<{width + 4 + 22}} {cont}")
 
 
 def settings_of(namespace):
