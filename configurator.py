@@ -35,6 +35,17 @@ def unknown_key(key, valid):
     return f"unknown key '{key}'{hint}"
 
 
+def _kind_hint(scope, config, path):
+    """A study config given to train.py, or a train.py config given to ablate.py (the one script whose
+    settings hold `arms`): say which kind of file it is and what runs it."""
+    study = any(k in scope and (k not in config or scope[k] is not config[k]) for k in ('arms', 'base_config'))
+    if study and 'arms' not in config:
+        return f": a study config, run by python ablate.py {path}"
+    if not study and 'arms' in config:
+        return ": a train.py config; ablate.py takes a study config, which sets base_config and arms"
+    return ''
+
+
 def _check_type(key, value, default, source):
     """-> value converted to the type of `default`, or exit naming key, expected and given."""
     expected = type(default)
@@ -84,7 +95,8 @@ def configure(settings, argv):
                 if key.startswith('_') or key == '__builtins__' or type(value).__name__ in ('module', 'function'):
                     continue
                 if key not in config:
-                    _fail(unknown_key(key, config) + f" (in {arg})")
+                    kind = _kind_hint(scope, config, arg)    # the wrong kind of file: no near-miss key to suggest
+                    _fail((f"unknown key '{key}'" if kind else unknown_key(key, config)) + f" (in {arg}{kind})")
                 config[key] = _check_type(key, value, settings[key], arg)
         else:
             if '=' not in arg and isinstance(config.get(arg[2:]), bool):

@@ -37,6 +37,20 @@ def test_unknown_key_names_the_closest_valid_keys(tmp_path):
     fails(['--zzz=1'], "'zzz'", 'valid keys')
 
 
+def test_a_config_of_the_other_kind_says_which_script_runs_it(tmp_path):
+    """A study config given to train.py names ablate.py; a train.py config given to ablate.py (the
+    settings that hold `arms`) says it needs a study config; neither suggests a near-miss key."""
+    study, run = tmp_path / 'study_x.py', tmp_path / 'x.py'
+    study.write_text("base_config = 'config/vpad.py'\narms = {'none': {}}\n")
+    run.write_text("out_dir = 'out/x'\nbatch_size = 4\n")
+    msg = fails([str(study)], "unknown key 'base_config'", f'a study config, run by python ablate.py {study}')
+    assert 'valid keys' not in msg
+    with pytest.raises(SystemExit) as e:
+        configure({'arms': {}, 'base_config': '', 'results_dir': '', 'batch_size': 1}, [str(run)])
+    assert e.value.code.endswith(f"unknown key 'out_dir' (in {run}: a train.py config; ablate.py takes a study config, "
+                                 "which sets base_config and arms)")
+
+
 @pytest.mark.parametrize("arg,words", [
     ('--batch_size=0.5', ['batch_size', 'int', 'float', '0.5']),
     ('--batch_size=True', ['batch_size', 'int', 'bool']),
