@@ -368,8 +368,8 @@ class GPT(nn.Module):
         self.register_buffer('rope_cos', cos, persistent=False)
         self.register_buffer('rope_sin', sin, persistent=False)
         self.apply(self._init_weights)
-        print(f"model: {self.get_num_params() / 1e6:.2f}M parameters, layers "
-              + "".join(self.describe_layers()))
+        print(f"model: {self.get_num_params() / 1e6:.2f}M parameters, layers " + "".join(self.describe_layers())
+              + " (N global NoPE, R global RoPE, W sliding-window RoPE, M Mamba2)")
 
     def _init_weights(self, m):
         if isinstance(m, nn.Linear):
