@@ -715,33 +715,29 @@ def load_split(data_dir, split):
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
             np.memmap(os.path.join(data_dir, f'{split}_mask.bin'), dtype=np.uint8, mode='r'))
 
-def existing_corpus(cfg):
-    """The meta of the complete corpus already in cfg's data_dir, if it has these settings (None when
-    there is none, or a broken one: that is written again); exits when it has others, which runs
-    trained on it check against, so it is never overwritten."""
+def refuse_other_settings(cfg):
+    """Exit when cfg's data_dir holds a corpus of other settings: runs trained on it check it, so it
+    is never overwritten. The same settings write the same bytes again (which repairs a damaged
+    file, as the checksum errors advise), and a corpus without a valid meta.json is written again."""
     try:
-        old = load_meta(cfg['data_dir']) if os.path.exists(os.path.join(cfg['data_dir'], 'meta.json')) else None
+        old = load_meta(cfg['data_dir'])
         asked = dict(block_size=cfg['block_size'], num_tokens=cfg['num_tokens'], data_seed=cfg['data_seed'],
                      min_doc_len=cfg['min_doc_len'], tasks=dict(zip(*parse_tasks(cfg['tasks']))))
     except DataError:
-        return None
+        return
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    if old and any(old.get(k) != v for k, v in asked.items()):
-        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings, which runs trained on it "
-                         f"check against: pick another data_dir, or delete {cfg['data_dir']} to write it again")
-    return old
+    differ = [f"{k}={old.get(k)!r}" for k, v in asked.items() if old.get(k) != v]
+    if differ:
+        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings ({', '.join(differ)}), which runs "
+                         f"trained on it check against: pick another data_dir, or delete {cfg['data_dir']} to write it again")
 
 
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     reach = cfg.pop('reach')
-    meta = existing_corpus(cfg) if cfg['data_dir'] else None
-    if meta:
-        print(f"{cfg['data_dir']} already holds this corpus: nothing written")
-        print(f"{beyond_reach(meta, reach):.1%} of the training answers' value tokens sit more than {reach} tokens "
-              f"before the position that predicts them")
-        return
+    if cfg['data_dir'] and os.path.exists(os.path.join(cfg['data_dir'], 'meta.json')):
+        refuse_other_settings(cfg)
     rundir.exit_on_signals(lambda: f"stopped while writing {cfg['data_dir']} (no meta.json yet, so no run reads it); "
                                    f"rerun: {shlex.join(['python', 'sample_data.py', *argv])}")
     try:
