@@ -37,8 +37,13 @@ def unknown_key(key, valid):
 
 def _kind_hint(scope, config, path):
     """A study config given to train.py, or a train.py config given to ablate.py (the one script whose
-    settings hold `arms`): say which kind of file it is and what runs it."""
-    study = any(k in scope and (k not in config or scope[k] is not config[k]) for k in ('arms', 'base_config'))
+    settings hold `arms`): say which kind of file it is and what runs it. A file with one unknown key
+    has a typo, not the wrong kind: '' (the near-miss suggestion says more)."""
+    unknown = [k for k in scope if k not in config and not k.startswith('_') and k != '__builtins__'
+               and type(scope[k]).__name__ not in ('module', 'function')]
+    study = 'arms' in unknown or 'base_config' in unknown or 'arms' in config and scope['arms'] is not config['arms']
+    if len(unknown) < 2:
+        return ''
     if study and 'arms' not in config:
         return f": a study config, run by python ablate.py {path}"
     if not study and 'arms' in config:

@@ -18,7 +18,7 @@ free generation, the values are fed in the gold order and each is judged given t
 before it. Only answer positions go through the LM head. The examples come from a fixed seed that
 is never a training seed and use held-out keys, so every run and every call sees the same ones.
 Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib is installed) into
-the first.
+the first; the key probe (--absent_key=True) writes eval_absent_key.json and .png instead.
 """
 
 import json
@@ -44,7 +44,7 @@ device = 'auto'             # 'cpu', 'cuda', 'cuda:1', ... or 'auto'
 seed = 0                    # the evaluation seed stream (sample_data keeps it apart from training)
 absent_key = False          # the key probe: ask for keys the prompt never mentions (niah_single, mqar);
                             # a model that reads the key falls to chance, one that ignores it does not
-plot = True                 # write eval_lengths.png when matplotlib is installed
+plot = True                 # write eval_lengths.png (the probe: eval_absent_key.png) when matplotlib is installed
 # -----------------------------------------------------------------------------
 
 

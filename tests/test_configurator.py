@@ -42,13 +42,18 @@ def test_a_config_of_the_other_kind_says_which_script_runs_it(tmp_path):
     settings that hold `arms`) says it needs a study config; neither suggests a near-miss key."""
     study, run = tmp_path / 'study_x.py', tmp_path / 'x.py'
     study.write_text("base_config = 'config/vpad.py'\narms = {'none': {}}\n")
-    run.write_text("out_dir = 'out/x'\nbatch_size = 4\n")
+    run.write_text("out_dir = 'out/x'\nn_layer = 4\n")
     msg = fails([str(study)], "unknown key 'base_config'", f'a study config, run by python ablate.py {study}')
     assert 'valid keys' not in msg
     with pytest.raises(SystemExit) as e:
         configure({'arms': {}, 'base_config': '', 'results_dir': '', 'batch_size': 1}, [str(run)])
     assert e.value.code.endswith(f"unknown key 'out_dir' (in {run}: a train.py config; ablate.py takes a study config, "
                                  "which sets base_config and arms)")
+    typo = tmp_path / 'more.py'                    # one unknown key beside a study config is a typo
+    typo.write_text("resuts_dir = 'r'\n")
+    with pytest.raises(SystemExit) as e:
+        configure({'arms': {}, 'base_config': '', 'results_dir': '', 'batch_size': 1}, [str(study), str(typo)])
+    assert 'did you mean results_dir?' in e.value.code and 'train.py config' not in e.value.code
 
 
 @pytest.mark.parametrize("arg,words", [
