@@ -735,6 +735,7 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
         assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
         return e.value.code
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
+    assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
     assert diagnose('--chek').startswith('unknown argument(s) --chek: python model.py [RUN_DIR')
     assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")   # a ckpt path is taken as one
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
