@@ -720,20 +720,22 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
     assert capsys.readouterr().out == ""                # said once
 
 
-def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path):
+def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, capsys):
     """`python model.py RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
     is gone each end in one line that names the path, never a traceback."""
     import runpy
 
-    def diagnose(d):                # in this process: a SystemExit with a message is all Python prints
+    def diagnose(*args):            # in this process: a SystemExit with a message is all Python prints
         rng = torch.get_rng_state()     # the script seeds torch's generator; later tests keep theirs
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, 'argv', ['model.py', str(d)])
+            mp.setattr(sys, 'argv', ['model.py', *map(str, args)])
             with pytest.raises(SystemExit) as e:
                 runpy.run_path(os.path.join(ROOT, 'model.py'), run_name='__main__')
         torch.set_rng_state(rng)
-        assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
+        assert e.value.code == 0 or isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
         return e.value.code
+    assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python model.py [RUN_DIR')
+    assert diagnose(tmp_path, 'extra').startswith('unknown argument(s)')        # not a second run, silently ignored
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
     assert diagnose('--chek').startswith('unknown argument(s) --chek: python model.py [RUN_DIR')
