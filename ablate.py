@@ -393,7 +393,7 @@ def main(argv):
         if run['state'] == 'done' and not ('eval' in run and 'mismatch' in run):
             run['state'] = 'evaluating'          # no cached eval yet: summarized once its eval job has written it
     find_fit(runs)
-    results = summarize(runs, cfg, argv)
+    results = summarize([r for r in runs if r['selected'] or 'eval' in r], cfg, argv)   # --arms: not the others' plans
     table = format_markdown(results)
     if out is None:
         print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')

@@ -236,6 +236,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     cfg = study(tmp_path)
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
     assert not (tmp_path / 'grid' / 'none').exists()
+    assert set(json.load(open(tmp_path / 'grid' / 'results.json'))['arms']) == {'wd'}   # not the arms it left out
     capsys.readouterr()
     before = sorted(p for p in (tmp_path / 'grid').rglob('*'))
     ablate_here(cfg, '--dry_run', '--max_iters=2', '--seeds=1')
