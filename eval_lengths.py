@@ -133,9 +133,7 @@ def score(model, examples, device):
         start = len(ex.prompt) - 1                        # position t predicts token t + 1
         for s0, e0 in ex.value_spans:                     # the scored tokens (mqar's asked keys are given)
             targets[b, start + s0:start + e0] = torch.tensor(ex.answer[s0:e0])
-    device_type = 'cuda' if str(device).startswith('cuda') else 'cpu'
-    with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=device_type == 'cuda'):
-        logits, _ = model(idx.to(device), targets.to(device))  # (N, V), N = all answer tokens, row-major
+    logits, _ = model(idx.to(device), targets.to(device))  # (N, V), N = all answer tokens, row-major; the caller's autocast
     hit = (logits.argmax(-1) == targets[targets != -1].to(device)).cpu().tolist()
     out, i = [], 0
     for ex in examples:
@@ -196,6 +194,15 @@ def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, abs
     return accs
 
 
+def bf16_on_gpu(device, dtype):
+    """A run's eval on a GPU uses the precision it trained in: bf16 autocast for dtype 'bfloat16', and
+    for 'auto' where the GPU supports it (train.py's choice); float32 runs, and any eval on a CPU,
+    in full precision."""
+    if not str(device).startswith('cuda') or dtype == 'float32':
+        return False
+    return dtype == 'bfloat16' or torch.cuda.is_bf16_supported()
+
+
 def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False):
     """Evaluate one run dir: task_names=None means the tasks it was trained on.
     -> the record written to run/eval_lengths.json: {'run', 'block_size', 'trained', 'n', ...,
@@ -206,7 +213,8 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
     t0 = time.time()
-    accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run)
+    with torch.autocast('cuda', dtype=torch.bfloat16, enabled=bf16_on_gpu(device, train_cfg.get('dtype', 'auto'))):
+        accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run)
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}),
             'elapsed_s': round(time.time() - t0, 1), 'length_eval': accs}

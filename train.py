@@ -590,8 +590,9 @@ def evaluate_and_log(run, cfg, procs, final, standing):
             run.saved_iter = run.iter_num
     if procs.master and run.iter_num not in run.logged:
         run.model.eval()                # {task: {'<m>x': accuracy}}, None where a length is skipped
-        accs = eval_lengths.length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
-                                        cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
+        with procs.autocast():          # the precision the run trains in
+            accs = eval_lengths.length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
+                                            cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
         run.model.train()
         # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
         if run.fit_iter is None and fits(accs, cfg['fit_accuracy']) and not (final and cfg['steps_after_fit']):

@@ -372,3 +372,25 @@ def test_mqar_needs_the_key(tok):
         assert E.evaluate(reader, tok, 'mqar', length, 40, 8, 'cpu', absent_key=True) == 0.0
         for absent in (False, True):
             assert abs(E.evaluate(ignorer, tok, 'mqar', length, 40, 8, 'cpu', absent_key=absent) - chance) < 0.06
+
+
+def test_an_eval_on_a_gpu_keeps_the_precision_the_run_trained_in(tok, monkeypatch):
+    """bf16 autocast for a run trained under it ('bfloat16', or 'auto' on a GPU with bf16), full
+    precision for a float32 run and for any eval on a CPU (score() itself sets no autocast: train.py's
+    quick eval runs under the run's own)."""
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda *a, **k: True)
+    assert E.bf16_on_gpu('cuda', 'bfloat16') and E.bf16_on_gpu('cuda:1', 'auto')
+    assert not E.bf16_on_gpu('cuda', 'float32') and not E.bf16_on_gpu('cpu', 'bfloat16') and not E.bf16_on_gpu('cpu', 'auto')
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda *a, **k: False)
+    assert not E.bf16_on_gpu('cuda', 'auto') and E.bf16_on_gpu('cuda', 'bfloat16')
+    seen = []
+
+    class Recorder(torch.nn.Module):                 # what score() runs the model under
+        def forward(self, idx, targets):
+            seen.append(torch.is_autocast_enabled('cpu'))
+            return torch.zeros(int((targets != -1).sum()), tok.vocab_size), None
+    examples = E.sample_data.eval_examples('mqar', tok, 64, 2, seed=0)
+    E.score(Recorder(), examples, 'cpu')
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        E.score(Recorder(), examples, 'cpu')
+    assert seen == [False, True]                     # the caller's precision, not one of its own
