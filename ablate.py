@@ -209,7 +209,7 @@ def check_sources(runs):
         source = run['cfg']['init_from']
         if run['state'] == 'done' or not run['selected'] or source in ('scratch', 'resume'):
             continue
-        path = train.init_path(source)
+        path = rundir.ckpt_path(source)
         done = os.path.isfile(path) and rundir.load_checkpoint(path, "restore a copy, or retrain that run")['finished']
         if not done:
             raise SystemExit(f"config error: arm '{run['arm']}', seed {run['seed']}: init_from={source!r} is not a "

@@ -198,9 +198,7 @@ def bf16_on_gpu(device, dtype):
     """A run's eval on a GPU uses the precision it trained in: bf16 autocast for dtype 'bfloat16', and
     for 'auto' where the GPU supports it (train.py's choice); float32 runs, and any eval on a CPU,
     in full precision."""
-    if not str(device).startswith('cuda') or dtype == 'float32':
-        return False
-    return dtype == 'bfloat16' or torch.cuda.is_bf16_supported()
+    return str(device).startswith('cuda') and rundir.pick_dtype(dtype, device) == 'bfloat16'
 
 
 def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False):

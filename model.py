@@ -806,8 +806,8 @@ if __name__ == '__main__':
     torch.manual_seed(0)
     if len(sys.argv) > 1:
         import rundir, sample_data       # a missing or foreign checkpoint is one line, not a traceback
-        path = os.path.join(sys.argv[1], 'ckpt.pt') if os.path.isdir(sys.argv[1]) else sys.argv[1]   # as init_from reads it
-        ckpt = rundir.load_checkpoint(path, "give the run dir of a train.py run", keys=('model', 'model_args', 'config'))
+        ckpt = rundir.load_checkpoint(rundir.ckpt_path(sys.argv[1]), "give the run dir of a train.py run",
+                                      keys=('model', 'model_args', 'config'))
         cfg = dict(ckpt['model_args'])
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
         sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone

@@ -37,6 +37,19 @@ def pick_device(device):
     return device
 
 
+def pick_dtype(dtype, device):
+    """'auto' -> 'bfloat16' on a CUDA device that supports it, else 'float32'; any other as given."""
+    import torch
+    if dtype != 'auto':
+        return dtype
+    return 'bfloat16' if str(device).startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
+
+
+def ckpt_path(path):
+    """A run dir -> its ckpt.pt; a checkpoint file's path as it is."""
+    return os.path.join(path, 'ckpt.pt') if os.path.isdir(path) else path
+
+
 def first_line(e):
     return (str(e).strip().splitlines() or [''])[0][:200]
 

@@ -184,7 +184,7 @@ def check_config(cfg, here=True):
             raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
         device = rundir.pick_device(cfg['device']) if here else None     # exits with one line if unusable
         if cfg['init_from'] not in ('scratch', 'resume'):
-            if not os.path.isfile(init_path(cfg['init_from'])):
+            if not os.path.isfile(rundir.ckpt_path(cfg['init_from'])):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
                                  f"'resume', or a run dir / ckpt.pt of a finished run")
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
@@ -342,10 +342,6 @@ def window_reach(model):
 LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu', 'fit_iter')
 
 
-def init_path(init_from):
-    return os.path.join(init_from, 'ckpt.pt') if os.path.isdir(init_from) else init_from
-
-
 def load_start(path, own):
     """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
     if not os.path.isfile(path):
@@ -366,7 +362,7 @@ def start_model(cfg, tok, device):
     model = GPT(GPTConfig(**model_args))
     ckpt = None
     if init_from != 'scratch':
-        path = os.path.join(cfg['out_dir'], 'ckpt.pt') if init_from == 'resume' else init_path(init_from)
+        path = os.path.join(cfg['out_dir'], 'ckpt.pt') if init_from == 'resume' else rundir.ckpt_path(init_from)
         ckpt = load_start(path, own=init_from == 'resume')
         if ckpt['tokenizer'] != tok.name or ckpt['model_args']['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
@@ -464,9 +460,7 @@ def setup_processes(cfg):
                          f"cannot be split evenly over {world_size} processes; make it a multiple of {world_size}")
     rank_rows = step_rows // world_size
     micro_rows = min(cfg['batch_size'], rank_rows)
-    dtype = cfg['dtype']
-    if dtype == 'auto':
-        dtype = 'bfloat16' if device.startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
+    dtype = rundir.pick_dtype(cfg['dtype'], device)
     if device.startswith('cuda'):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
