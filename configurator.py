@@ -35,12 +35,17 @@ def unknown_key(key, valid):
     return f"unknown key '{key}'{hint}"
 
 
+def _assigned(scope):
+    """The settings a config file's scope holds: its public names of plain values (not its imports or helpers)."""
+    return {k: v for k, v in scope.items()
+            if not k.startswith('_') and k != '__builtins__' and type(v).__name__ not in ('module', 'function')}
+
+
 def _kind_hint(scope, config, path):
     """A study config given to train.py, or a train.py config given to ablate.py (the one script whose
     settings hold `arms`): say which kind of file it is and what runs it. A file with one unknown key
     has a typo, not the wrong kind: '' (the near-miss suggestion says more)."""
-    unknown = [k for k in scope if k not in config and not k.startswith('_') and k != '__builtins__'
-               and type(scope[k]).__name__ not in ('module', 'function')]
+    unknown = [k for k in _assigned(scope) if k not in config]
     study = 'arms' in unknown or 'base_config' in unknown or 'arms' in config and scope['arms'] is not config['arms']
     if len(unknown) < 2:
         return ''
@@ -96,9 +101,7 @@ def configure(settings, argv):
             except BaseException as e:                # a syntax error, a NameError, ...: one line
                 line = getattr(e, 'lineno', None) or _failing_line(e, arg)
                 _fail(f"{arg}{f' line {line}' if line else ''} does not run: {type(e).__name__}: {e}")
-            for key, value in scope.items():
-                if key.startswith('_') or key == '__builtins__' or type(value).__name__ in ('module', 'function'):
-                    continue
+            for key, value in _assigned(scope).items():
                 if key not in config:
                     kind = _kind_hint(scope, config, arg)    # the wrong kind of file: no near-miss key to suggest
                     _fail((f"unknown key '{key}'" if kind else unknown_key(key, config)) + f" (in {arg}{kind})")
