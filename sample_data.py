@@ -715,14 +715,19 @@ def load_split(data_dir, split):
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
             np.memmap(os.path.join(data_dir, f'{split}_mask.bin'), dtype=np.uint8, mode='r'))
 
+def corpus_settings(cfg):
+    """The settings of a train.py / sample_data.py config that decide its corpus, as meta.json keeps them."""
+    return dict(block_size=cfg['block_size'], num_tokens=cfg['num_tokens'], data_seed=cfg['data_seed'],
+                min_doc_len=cfg['min_doc_len'], tasks=dict(zip(*parse_tasks(cfg['tasks']))))
+
+
 def refuse_other_settings(cfg):
     """Exit when cfg's data_dir holds a corpus of other settings: runs trained on it check it, so it
     is never overwritten. The same settings write the same bytes again (which repairs a damaged
     file, as the checksum errors advise), and a corpus without a valid meta.json is written again."""
     try:
         old = load_meta(cfg['data_dir'])
-        asked = dict(block_size=cfg['block_size'], num_tokens=cfg['num_tokens'], data_seed=cfg['data_seed'],
-                     min_doc_len=cfg['min_doc_len'], tasks=dict(zip(*parse_tasks(cfg['tasks']))))
+        asked = corpus_settings(cfg)
     except DataError:
         return
     except ValueError as e:

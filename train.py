@@ -288,9 +288,7 @@ def open_data(cfg, master):
         tok = sample_data.load_tokenizer(cfg['data_dir'])
     except ValueError as e:
         raise SystemExit(str(e))
-    names, weights = sample_data.parse_tasks(cfg['tasks'])
-    wanted = dict(block_size=cfg['block_size'], tokenizer=sample_data.build_tokenizer().name, tasks=dict(zip(names, weights)),
-                  data_seed=cfg['data_seed'], num_tokens=cfg['num_tokens'], min_doc_len=cfg['min_doc_len'])
+    wanted = dict(sample_data.corpus_settings(cfg), tokenizer=sample_data.build_tokenizer().name)
     differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
     if differ:
         raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
