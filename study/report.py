@@ -13,7 +13,7 @@ import eval_lengths
 import rundir
 from study.evals import MISMATCH, MISMATCH_MASKS, MISMATCH_ROWS
 from study.runs import SCHEDULING
-from study.stats import (TESTS, deteriorates, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
+from study.stats import (TESTS, deteriorates, fisher_exact, fmt_p, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
                          seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
 
 SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
@@ -252,10 +252,6 @@ def summarize(runs, cfg, study_argv):
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
                      'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
             'rule': rule, 'arms': arms_out}
-
-
-def fmt_p(p):
-    return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def fmt_ci(x, ci):

@@ -61,6 +61,11 @@ def mean_ci(xs, clip=True):
     return m, [max(0.0, m - half), min(1.0, m + half)] if clip else [m - half, m + half]
 
 
+def fmt_p(p):
+    """A p-value as the tables print it: 3 decimals, or 2 significant digits below 0.001."""
+    return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
 def holm(ps):
     """Holm's step-down adjustment of p-values (same order): controls the family-wise error over the arms."""
     adjusted, running = [None] * len(ps), 0.0

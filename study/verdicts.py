@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from study.stats import fisher_exact, holm, seeds_for_power
+from study.stats import fisher_exact, fmt_p, holm, seeds_for_power
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -64,7 +64,7 @@ def deterioration_rows(name, claim, res):
                    'inconclusive: underpowered')
         out.append(f"| {claim} | {link} | {a} vs {b}: deteriorate {da['count']}/{da['of']} vs {db['count']}/{db['of']} "
                    f"fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs {arms[b]['area']['mean']:.3f} "
-                   f"| {p:.3f} | {p_holm:.3f} | {min(da['of'], db['of'])} per arm | {verdict} |")
+                   f"| {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm | {verdict} |")
     return out
 
 
@@ -87,7 +87,7 @@ def rows(name, claim, res):
             continue
         ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
         out.append(f"| {claim} | {link} | {n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}, "
-                   f"{t['difference']:+.3f}{ci} | {t['p']:.3f} | {t['p_holm']:.3f} | {len(t['seeds'])} paired "
+                   f"{t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | {fmt_p(t['p_holm'])} | {len(t['seeds'])} paired "
                    f"| {verdict(t, ceiling)} |")
     return out
 

@@ -133,6 +133,8 @@ def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it
     assert f'vpad_wd vs vpad: deteriorate 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 vs 0.430 | {p:.3f} |' in vpad_wd
     assert p < 0.05 / 3 and vpad_wd.endswith('| deteriorates more often (p_Holm <= 0.05) |')
     assert none_wd.endswith('| inconclusive: underpowered |')   # 1/12 vs 0/12: no 12 seeds could tell
+    small = verdicts.rows('study_wd_sensitive', 'claim', {'arms': dict(res['arms'], none=arm(11, 0.42))})[2]
+    assert f"| {stats.fmt_p(stats.fisher_exact(2, 10, 11, 1))} |" in small and '| 0.000 |' not in small   # p < 0.001 keeps its digits
     res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: no power to see weight decay hasten it
     assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| neither arm deteriorates: the rule never fired |')
     res['arms']['none']['deterioration']['count'] = res['arms']['none_wd']['deterioration']['count'] = 12
