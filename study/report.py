@@ -345,9 +345,11 @@ def what_tests_support(results):
         return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
     areas = {n: a['vs_control']['area']['left_out'] for n, a in arms.items()
              if n != c and a['vs_control']['area']['left_out']}
-    if areas:               # the primary outcome first
+    if areas:               # the primary outcome first (a deterioration study's is its rule: the area comes second)
         sig = {n: t for n, t in areas.items() if t['p_holm'] <= alpha}
-        out += [f"Primary, the area paired by seed: {n}'s is {'above' if t['difference'] > 0 else 'below'} {c}'s by "
+        label = ('The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
+                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
+        out += [f"{label}: {n}'s is {'above' if t['difference'] > 0 else 'below'} {c}'s by "
                 f"{t['difference']:+.3f}" + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
                 + f" ({len(t['seeds'])} seeds, sign-flip p = {fmt_p(t['p'])}, {fmt_p(t['p_holm'])} after Holm)."
                 for n, t in sig.items()]
