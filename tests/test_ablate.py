@@ -501,6 +501,16 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
 
 
+
+def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
+    """Its config's verdict is the deterioration rule; the area is secondary there and primary elsewhere."""
+    with open(os.path.join(ROOT, 'results', 'study_wd_sensitive', 'results.json')) as f:
+        res = json.load(f)
+    text = report.what_tests_support(res)
+    assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
+    del res['rule']['deteriorates']
+    assert 'Primary, the area paired by seed: vpad' in report.what_tests_support(res)
+
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
 
 def ablate_here(*args):
