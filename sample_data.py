@@ -715,6 +715,7 @@ def load_split(data_dir, split):
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
             np.memmap(os.path.join(data_dir, f'{split}_mask.bin'), dtype=np.uint8, mode='r'))
 
+
 def corpus_settings(cfg):
     """The settings of a train.py / sample_data.py config that decide its corpus, as meta.json keeps them."""
     return dict(block_size=cfg['block_size'], num_tokens=cfg['num_tokens'], data_seed=cfg['data_seed'],
@@ -741,8 +742,8 @@ def refuse_other_settings(cfg):
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     reach = cfg.pop('reach')
-    if cfg['data_dir'] and os.path.exists(os.path.join(cfg['data_dir'], 'meta.json')):
-        refuse_other_settings(cfg)
+    if cfg['data_dir']:
+        refuse_other_settings(cfg)           # a dir without a corpus (no meta.json) passes
     rundir.exit_on_signals(lambda: f"stopped while writing {cfg['data_dir']} (no meta.json yet, so no run reads it); "
                                    f"rerun: {shlex.join(['python', 'sample_data.py', *argv])}")
     try:
