@@ -45,9 +45,12 @@ def pick_dtype(dtype, device):
     return 'bfloat16' if str(device).startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
 
 
+CKPT = 'ckpt.pt'      # in a run dir: its checkpoint
+
+
 def ckpt_path(path):
     """A run dir -> its ckpt.pt; a checkpoint file's path as it is."""
-    return os.path.join(path, 'ckpt.pt') if os.path.isdir(path) else path
+    return os.path.join(path, CKPT) if os.path.isdir(path) else path
 
 
 def first_line(e):

@@ -32,8 +32,9 @@ import sys
 import time
 from contextlib import nullcontext
 from datetime import timedelta
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one line, not a traceback from
     # inside the import; rundir.exit_on_signals takes over once the run starts
@@ -92,12 +93,17 @@ max_iters = 4000           # optimizer steps; with steps_after_fit the cap on th
 fit_accuracy = 0.95        # the run has fit at the first quick eval with 1x accuracy >= this on every eval task
 steps_after_fit = 1000     # stop this many steps after the fit, so runs compare after equal training past
                            # it (0 = always run max_iters); a run that never fits stops at max_iters
+cooldown_iters = 0         # with steps_after_fit: the learning rate decays over the last cooldown_iters steps
+                           # before the stop (0 = all steps_after_fit of them, from the fit on)
+snapshots_after_fit = ''   # e.g. '1000,4000,10000': a trunk, held at the peak rate to its stop, that keeps its
+                           # state at these steps past the fit, each the start of a cooldown branch in
+                           # out_dir/cooldown<k> (resume it there: it decays over cooldown_iters steps)
 weight_decay = 0.0         # 0 = off (the paper: weight decay speeds up the loss of length generalization)
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
 decay_lr = True            # after the warmup, cosine down to min_lr (with steps_after_fit: constant until the
-                           # fit, then the cosine over the steps_after_fit steps after it); False: constant
+                           # decay over the last cooldown_iters steps before the stop); False: constant
 warmup_iters = 100         # steps of linear warmup
 lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
 min_lr = 1e-4              # the learning rate at the end of the cosine
@@ -134,7 +140,7 @@ AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 
 AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it") | dict.fromkeys(
     ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
-                'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit')
+                'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit', 'cooldown_iters')
 # what RoPE layers read; set away from these while every attention layer is NoPE, a run would not change
 ROPE_ONLY = {'window': window, 'rope_theta': rope_theta}
 
@@ -199,6 +205,7 @@ def check_config(cfg, here=True):
         final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
         if cfg['steps_after_fit'] and 1 not in quick:
             raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
+        check_schedule(cfg)
         if not 0 < cfg['fit_accuracy'] <= 1:
             raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
         for note in no_effect(cfg):
@@ -217,6 +224,24 @@ def check_config(cfg, here=True):
     return eval_tasks, quick, final
 
 
+def check_schedule(cfg):
+    """The decay and the snapshots: a cooldown inside the steps after the fit, snapshots inside a trunk
+    that has a fit to count from and branches that decay."""
+    saf, cool = cfg['steps_after_fit'], cfg['cooldown_iters']
+    if saf and cool > saf:
+        raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit at the "
+                         f"earliest; lower it (0 = all of steps_after_fit)")
+    snapshots = parse_snapshots(cfg['snapshots_after_fit'])
+    if not snapshots:
+        return
+    if not saf or snapshots[-1] > saf:
+        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the fit: set steps_after_fit to the "
+                         f"trunk's length past it, at least {snapshots[-1]} (now {saf})")
+    if not cool or not cfg['decay_lr']:
+        raise ValueError(f"snapshots_after_fit needs branches that decay: set cooldown_iters > 0 (now {cool}) "
+                         f"and decay_lr=True (now {cfg['decay_lr']})")
+
+
 def no_effect(cfg):
     """Settings away from their defaults that cannot change this run (a config may set them for a
     recipe that used them): one note each, printed, so `--window=16` on an all-NoPE model is not
@@ -225,6 +250,8 @@ def no_effect(cfg):
     if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
         why = 'decay_lr=False' if not cfg['decay_lr'] else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)"
         notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
+    if cfg['cooldown_iters'] and not cfg['steps_after_fit']:
+        notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit (the decay runs after the fit)")
     c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=1)
     if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
@@ -466,33 +493,84 @@ def setup_processes(cfg):
                  -(-rank_rows // micro_rows))
 
 
-def get_lr(it, cfg, fit_iter=None):
-    # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
-    # with steps_after_fit (warmup-stable-decay): 2) constant until the fit, 3) cosine down to min_lr
-    # over the steps_after_fit steps after it, so every run ends at min_lr after the same decay however
-    # late it fit; without it: 2) cosine over lr_decay_iters (0: max_iters)
-    if it < cfg['warmup_iters']:
-        return cfg['learning_rate'] * (it + 1) / (cfg['warmup_iters'] + 1)
-    if not cfg['decay_lr']:
-        return cfg['learning_rate']
-    if cfg['steps_after_fit']:
-        if fit_iter is None or it <= fit_iter:
-            return cfg['learning_rate']
-        start, decay_iters = fit_iter, fit_iter + cfg['steps_after_fit']
-    else:
-        start, decay_iters = cfg['warmup_iters'], cfg['lr_decay_iters'] or cfg['max_iters']
-    if it > decay_iters:
-        return cfg['min_lr']
-    ratio = (it - start) / max(1, decay_iters - start)
-    return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
+def parse_snapshots(text):
+    """snapshots_after_fit: '1000,4000,10000' -> (1000, 4000, 10000); '' -> ()."""
+    try:
+        steps = tuple(int(s) for s in text.split(',') if s.strip())
+    except ValueError:
+        steps = None
+    if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):
+        raise ValueError(f"snapshots_after_fit={text!r}: give increasing positive steps past the fit, e.g. '1000,4000,10000'")
+    return steps
 
 
-def stop_iter(cfg, fit_iter):
-    """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
-    decay after it, so a run that fits late still gets its whole decay."""
-    if fit_iter is None or not cfg['steps_after_fit']:
-        return cfg['max_iters']
-    return fit_iter + cfg['steps_after_fit']
+def branch_overrides(cfg, k):
+    """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
+    cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>.
+    That is the run trained at the peak rate to fit + k and then decayed, which from the snapshot on it is."""
+    return {'out_dir': os.path.join(cfg['out_dir'], f'cooldown{k}'), 'snapshots_after_fit': '',
+            'steps_after_fit': k + cfg['cooldown_iters']}
+
+
+def branch_flags(cfg, k):
+    """branch_overrides as train.py's --key=value arguments."""
+    return [f'--{key}={v}' for key, v in branch_overrides(cfg, k).items()]
+
+
+@dataclass
+class Schedule:
+    """The learning rate and the stop of a run, from its settings and its fit (the step of its first
+    quick eval whose 1x accuracy reaches fit_accuracy on every eval task; None until then)."""
+    cfg: dict
+    fit_iter: Optional[int] = None
+
+    def __post_init__(self):
+        self.snapshots = parse_snapshots(self.cfg['snapshots_after_fit'])
+
+    def lr(self, it):
+        # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
+        # with steps_after_fit (warmup-stable-decay): 2) the peak until cooldown_iters before the stop
+        # (0: from the fit on), 3) cosine down to min_lr at the stop, so every run ends at min_lr after
+        # the same decay however late it fit (a trunk holds the peak: its branches decay); without it:
+        # 2) cosine over lr_decay_iters (0: max_iters)
+        c, peak = self.cfg, self.cfg['learning_rate']
+        if it < c['warmup_iters']:
+            return peak * (it + 1) / (c['warmup_iters'] + 1)
+        if not c['decay_lr'] or self.snapshots:
+            return peak
+        if c['steps_after_fit']:
+            if self.fit_iter is None:
+                return peak
+            end = self.stop()
+            start = end - (c['cooldown_iters'] or c['steps_after_fit'])
+            if it <= start:
+                return peak
+        else:
+            start, end = c['warmup_iters'], c['lr_decay_iters'] or c['max_iters']
+        if it > end:
+            return c['min_lr']
+        ratio = (it - start) / max(1, end - start)
+        return c['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (peak - c['min_lr'])
+
+    def stop(self):
+        """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
+        decay after it, so a run that fits late still gets its whole decay."""
+        if self.fit_iter is None or not self.cfg['steps_after_fit']:
+            return self.cfg['max_iters']
+        return self.fit_iter + self.cfg['steps_after_fit']
+
+    def snapshot_at(self, it):
+        """k where step `it` is a trunk's snapshot, fit + k; else None."""
+        k = None if self.fit_iter is None else it - self.fit_iter
+        return k if k in self.snapshots else None
+
+    def observe(self, it, accs, final):
+        """The fit rule on the length eval of step `it`. -> whether the run fits here. A fit seen only
+        in the final eval of a fit-gated run had no steps after it: not a fit."""
+        if self.fit_iter is None and fits(accs, self.cfg['fit_accuracy']) and not (final and self.cfg['steps_after_fit']):
+            self.fit_iter = it
+            return True
+        return False
 
 
 def draw_seed(*parts):
@@ -563,20 +641,34 @@ def diverged(what, run, cfg):
 
 def evaluate_and_log(run, cfg, procs, final, standing):
     """Checkpoint first (nothing is lost if the length eval fails), then the length eval and the
-    log line. A resumed run does not checkpoint its first step again."""
-    if run.resumed and run.iter_num == run.start_iter:
+    log line. A resumed run does not checkpoint its first step again. At a trunk's snapshot the
+    state is also written as the first checkpoint of its cooldown branch (once: a replayed step
+    leaves a branch that may be training alone)."""
+    first = run.resumed and run.iter_num == run.start_iter
+    if first:
         val_loss = run.last['val_loss']             # the checkpoint's, for a log record its kill cut off
     else:
         val_loss = estimate_val_loss(run.model, run.data['val'], cfg, procs)
         if not math.isfinite(val_loss):
             diverged(f"val loss is {val_loss} at iter {run.iter_num}", run, cfg)
         run.best_val_loss = min(run.best_val_loss, val_loss)
-        if procs.master:
-            state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
-                     'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
-                     'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
-                     'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
-                     'data_meta': run.meta, 'fit_iter': run.fit_iter, 'finished': final, **run.notes}
+    snapshot = run.schedule.snapshot_at(run.iter_num)
+    if procs.master and (not first or snapshot is not None):
+        state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
+                 'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
+                 'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
+                 'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+                 'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final, **run.notes}
+        if snapshot is not None:
+            branch = cfg | branch_overrides(cfg, snapshot)
+            path = os.path.join(branch['out_dir'], rundir.CKPT)
+            if not os.path.exists(path):
+                with rundir.writing(path, f'the snapshot of iter {run.iter_num}', standing):
+                    os.makedirs(branch['out_dir'], exist_ok=True)
+                    rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
+                print(f"snapshot at iter {run.iter_num} (fit + {snapshot}); its cooldown branch: "
+                      f"{shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume'])}")
+        if not first:
             with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
                 rundir.save_checkpoint(state, run.ckpt_path)
             run.saved_iter = run.iter_num
@@ -586,14 +678,12 @@ def evaluate_and_log(run, cfg, procs, final, standing):
             accs = eval_lengths.length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
                                             cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
         run.model.train()
-        # a fit seen only in the final eval of a fit-gated run had no steps after it: not a fit
-        if run.fit_iter is None and fits(accs, cfg['fit_accuracy']) and not (final and cfg['steps_after_fit']):
-            run.fit_iter = run.iter_num
+        if run.schedule.observe(run.iter_num, accs, final):
             print(f"fit at iter {run.iter_num}: 1x accuracy >= {cfg['fit_accuracy']}"
-                  + (f"; stopping at iter {stop_iter(cfg, run.fit_iter)}" if cfg['steps_after_fit'] else ""))
+                  + (f"; stopping at iter {run.schedule.stop()}" if cfg['steps_after_fit'] else ""))
         record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
-                  'lr': get_lr(run.iter_num, cfg, run.fit_iter), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
-                  'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.fit_iter,
+                  'lr': run.schedule.lr(run.iter_num), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+                  'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.schedule.fit_iter,
                   **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
         with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
             rundir.append_line(run.log_path, json.dumps(record))
@@ -602,9 +692,9 @@ def evaluate_and_log(run, cfg, procs, final, standing):
             print(f"eval {run.iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
                   + ", ".join(f"{int(m[:-1]) * cfg['block_size']} ({m}): {format_accuracy(a)}" for m, a in by_m.items()))
     if procs.ddp:  # every process stops at the step rank 0 decided
-        t = torch.tensor([-1 if run.fit_iter is None else run.fit_iter], device=procs.device)
+        t = torch.tensor([-1 if run.schedule.fit_iter is None else run.schedule.fit_iter], device=procs.device)
         dist.broadcast(t, 0)
-        run.fit_iter = None if t.item() < 0 else int(t.item())
+        run.schedule.fit_iter = None if t.item() < 0 else int(t.item())
 
 
 def train_step(model, optimizer, split, cfg, procs, step, lr):
@@ -647,7 +737,7 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     out_dir = cfg['out_dir']
-    run = SimpleNamespace(iter_num=0, saved_iter=None)    # the step reached, the step of the last checkpoint written
+    run = SimpleNamespace(iter_num=0, saved_iter=None, argv=argv)   # the step reached, the step of the last checkpoint written
     run.eval_tasks, run.quick_multiples, run.final_multiples = check_config(cfg)
     # DDP: one process per device, launched by torchrun; rank 0 owns the run dir and speaks for the run
     master, world_size = int(os.environ.get('RANK', 0)) == 0, int(os.environ.get('WORLD_SIZE', 1))
@@ -666,7 +756,7 @@ def main(argv):
     procs = setup_processes(cfg)
 
     # the data, the model and the run dir
-    run.ckpt_path, run.log_path, run.logged = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl'), {}
+    run.ckpt_path, run.log_path, run.logged = os.path.join(out_dir, rundir.CKPT), os.path.join(out_dir, 'log.jsonl'), {}
     if cfg['init_from'] != 'resume' and os.path.exists(run.ckpt_path):
         raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with --init_from=resume, "
                          f"or start over in another --out_dir (or delete {out_dir})")
@@ -688,9 +778,11 @@ def main(argv):
         if reach is not None and sample_data.beyond_reach(run.meta, reach) is not None:
             print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
-    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record,
-    # and as the checkpoint saw it (before its own step's eval) for a resume whose log is gone
-    run.fit_iter = run.logged[max(run.logged)].get('fit_iter') if run.logged else run.last['fit_iter']
+    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record:
+    # as the checkpoint saw it (before its own step's eval), unless the log holds that step's record (its
+    # eval done). A log that a crash cut back further must not make the resume find the fit again, later
+    resumed_at = run.logged.get(run.iter_num) if run.resumed else None
+    run.schedule = Schedule(cfg, resumed_at['fit_iter'] if resumed_at else run.last['fit_iter'])
     model = CompiledOrEager(run.model) if cfg['compile'] else run.model
     if procs.ddp:
         model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if procs.device_type == 'cuda' else None)
@@ -701,13 +793,13 @@ def main(argv):
     t_last, iter_last = run.t_start, run.iter_num
     model.train()
     while True:
-        final = run.iter_num == stop_iter(cfg, run.fit_iter)
-        if run.iter_num % cfg['eval_interval'] == 0 or final:
+        final = run.iter_num == run.schedule.stop()
+        if run.iter_num % cfg['eval_interval'] == 0 or final or run.schedule.snapshot_at(run.iter_num) is not None:
             evaluate_and_log(run, cfg, procs, final, standing)
             t_last, iter_last = time.time(), run.iter_num   # the eval's time is not training time
-        if run.iter_num >= stop_iter(cfg, run.fit_iter):
+        if run.iter_num >= run.schedule.stop():           # (the eval may have found the fit, and so the stop)
             break
-        lr = get_lr(run.iter_num, cfg, run.fit_iter)
+        lr = run.schedule.lr(run.iter_num)
         step = run.notes.get('init_iter', 0) + run.iter_num   # continued training does not replay its source's draws
         run.train_loss, n_step = train_step(model, run.optimizer, run.data['train'], cfg, procs, step, lr)
         if not math.isfinite(run.train_loss):
@@ -720,8 +812,8 @@ def main(argv):
             run.tokens_per_sec = tokens_per_iter / dt
             peak = cfg['peak_flops']
             run.mfu = run.model.estimate_mfu(tokens_per_iter // procs.world_size, dt, peak, n_step / tokens_per_iter) if peak else 0.0
-            eta = (stop_iter(cfg, run.fit_iter) - run.iter_num) * dt
-            print(f"iter {run.iter_num}/{stop_iter(cfg, run.fit_iter)}: loss {run.train_loss:.4f}, lr {lr:.2e}, "
+            eta = (run.schedule.stop() - run.iter_num) * dt
+            print(f"iter {run.iter_num}/{run.schedule.stop()}: loss {run.train_loss:.4f}, lr {lr:.2e}, "
                   f"{dt * 1000:.0f} ms/iter, {run.tokens_per_sec:,.0f} tok/s" + (f", mfu {run.mfu * 100:.1f}%" if peak else "")
                   + f", eta {eta / 60:.1f} min")
 

@@ -417,10 +417,12 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert not train.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not train.fits({'a': {'4x': 1.0}}, 0.5)
 
 
-def test_a_resume_without_its_log_keeps_the_fit_the_checkpoint_saw(data_dir, tmp_path, monkeypatch):
-    """Killed in the eval of iter 6 (its checkpoint written, fit at 4 in it) and log.jsonl lost: the
-    resume takes the fit from the checkpoint, so it stops at 7 as the run would have, not 3 steps
-    after a fit re-found at 6."""
+@pytest.mark.parametrize('kept, logged', [(0, [(6, 4), (7, 4)]), (2, [(0, None), (2, None), (6, 4), (7, 4)])])
+def test_a_resume_whose_log_lost_the_fit_keeps_the_fit_the_checkpoint_saw(data_dir, tmp_path, monkeypatch, kept, logged):
+    """Killed in the eval of iter 6 (its checkpoint written, fit at 4 in it), then log.jsonl lost, or
+    cut back to its records of iters 0 and 2, before the fit (a crash can leave that: the checkpoint is
+    fsynced, the log line is not): the checkpoint's fit wins, so the resume stops at 7 as the run
+    would have, not 3 steps after a fit found again at 6."""
     out_dir, calls = str(tmp_path / 'fit'), []
 
     def evaluate(model, tok, task, length, *a, **k):
@@ -435,10 +437,93 @@ def test_a_resume_without_its_log_keeps_the_fit_the_checkpoint_saw(data_dir, tmp
         run(*args)
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     assert (ckpt['iter_num'], ckpt['fit_iter'], ckpt['finished']) == (6, 4, False)
-    os.remove(os.path.join(out_dir, 'log.jsonl'))
+    with open(os.path.join(out_dir, 'log.jsonl')) as f:
+        lines = f.readlines()[:kept]
+    with open(os.path.join(out_dir, 'log.jsonl'), 'w') as f:
+        f.writelines(lines)
     out = run(*args, '--init_from=resume')
     assert 'fit at iter' not in out.stdout
-    assert [(r['iter'], r['fit_iter']) for r in log(out_dir)] == [(6, 4), (7, 4)]
+    assert [(r['iter'], r['fit_iter']) for r in log(out_dir)] == logged
+
+
+class Planted:
+    """A length eval planted in eval_lengths: a run fits at its third eval (a fresh run's iter 4 at
+    eval_interval 2), and `kill` raises at that call, after the step's checkpoint, as a SIGKILL would
+    stop the run there. Each run counts its own calls."""
+    def __init__(self, monkeypatch):
+        self.calls, self.kill = 0, None
+        monkeypatch.setattr(eval_lengths, 'evaluate', self)
+
+    def __call__(self, *a, **k):
+        self.calls += 1
+        if self.calls == self.kill:
+            raise RuntimeError('killed')
+        return 1.0 if self.calls > 2 else 0.5
+
+    def run(self, *args, kill=None):
+        self.calls, self.kill = 0, kill
+        return run(*args)
+
+
+def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_exactly(data_dir, tmp_path, monkeypatch):
+    """A trunk (snapshots_after_fit='2,6', cooldown_iters=3; planted fit at 4) holds the peak rate to
+    its stop at 4 + 6 and keeps its state at 6 and 10 as the first checkpoints of its cooldown branches.
+    The branch at 2, run by the command the trunk prints, equals bit for bit the run trained from
+    scratch with steps_after_fit = 2 + 3, whose decay takes its last 3 steps. A trunk killed after its
+    first snapshot and a branch killed mid-decay, each resumed, equal the uninterrupted ones."""
+    plant = Planted(monkeypatch)
+    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--max_iters=20',
+              '--fit_accuracy=0.9', '--cooldown_iters=3']
+    trunk, reference = str(tmp_path / 'trunk'), str(tmp_path / 'reference')
+    args = [*common, '--steps_after_fit=6', '--snapshots_after_fit=2,6']
+    out = plant.run(*args, f'--out_dir={trunk}')
+    assert [(r['iter'], r['lr']) for r in log(trunk)][1:] == [(i, 3e-3) for i in (2, 4, 6, 8, 10)]   # no decay
+    snapshots = {'': params(trunk)}
+    for k, at in ((2, 6), (6, 10)):
+        snap = torch.load(os.path.join(trunk, f'cooldown{k}', 'ckpt.pt'), weights_only=True)
+        assert (snap['iter_num'], snap['fit_iter'], snap['finished']) == (at, 4, False)
+        assert (snap['config']['steps_after_fit'], snap['config']['snapshots_after_fit']) == (k + 3, '')
+        snapshots[f'cooldown{k}'] = snap['model']
+    branch = next(line.split('its cooldown branch: ')[1] for line in out.stdout.splitlines() if 'fit + 2)' in line)
+    plant.calls = 0
+    run_command(branch)
+    plant.run(*common, '--steps_after_fit=5', f'--out_dir={reference}')
+    a, b = log(os.path.join(trunk, 'cooldown2')), log(reference)
+    assert [r['iter'] for r in a] == [6, 8, 9] and [(r['iter'], r['lr'], r['train_loss']) for r in a[1:]] == \
+        [(r['iter'], r['lr'], r['train_loss']) for r in b if r['iter'] > 6]
+    assert b[-1]['lr'] == pytest.approx(1e-4) and b[3]['lr'] == 3e-3      # the peak to 6, then 3 steps of decay
+    pa, pb = params(os.path.join(trunk, 'cooldown2')), params(reference)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+    killed = str(tmp_path / 'killed')
+    with pytest.raises(RuntimeError, match='killed'):
+        plant.run(*args, f'--out_dir={killed}', kill=5)          # the eval of iter 8, after the snapshot at 6
+    plant.run(*args, f'--out_dir={killed}', '--init_from=resume')
+    for d, pa in snapshots.items():
+        pb = params(os.path.join(killed, d))
+        assert all(torch.equal(pa[k], pb[k]) for k in pa), d
+    cut = [*args, f'--out_dir={killed}', *train.branch_flags({'out_dir': killed, 'cooldown_iters': 3}, 2)]
+    with pytest.raises(RuntimeError, match='killed'):
+        plant.run(*cut, '--init_from=resume', kill=2)           # its eval of iter 8, after that checkpoint
+    assert torch.load(os.path.join(killed, 'cooldown2', 'ckpt.pt'), weights_only=True)['iter_num'] == 8
+    plant.run(*cut, '--init_from=resume')
+    pa, pb = params(os.path.join(killed, 'cooldown2')), params(reference)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
+def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
+    base = configure(settings_of(vars(train)), ['config/niah_128.py', *TINY, f'--data_dir={tmp_path / "data"}',
+                                                 f'--out_dir={tmp_path / "run"}'])
+    for change, words in (({'snapshots_after_fit': '4,2'}, 'increasing positive'),
+                          ({'snapshots_after_fit': 'a'}, 'increasing positive'),
+                          ({'snapshots_after_fit': '10', 'steps_after_fit': 0}, 'steps_after_fit'),
+                          ({'snapshots_after_fit': '10', 'steps_after_fit': 5}, 'at least 10'),
+                          ({'snapshots_after_fit': '5', 'steps_after_fit': 5}, 'cooldown_iters > 0'),
+                          ({'snapshots_after_fit': '5', 'steps_after_fit': 5, 'cooldown_iters': 2, 'decay_lr': False},
+                           'decay_lr=True'),
+                          ({'steps_after_fit': 5, 'cooldown_iters': 6}, 'longer than steps_after_fit')):
+        with pytest.raises(SystemExit, match=words):
+            train.check_config({**base, **change}, here=False)
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
@@ -576,12 +661,21 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     assert 'note: window=16 has no effect' in capsys.readouterr().out
 
 
+def schedule(cfg, fit=None):
+    """train.Schedule of cfg (no cooldown_iters, no snapshots unless given) for a run fit at `fit`."""
+    return train.Schedule({'cooldown_iters': 0, 'snapshots_after_fit': '', 'fit_accuracy': 0.95, **cfg}, fit)
+
+
+def lr(it, cfg, fit=None):
+    return schedule(cfg, fit).lr(it)
+
+
 def test_lr_decay_follows_max_iters_unless_set():
     cfg = dict(decay_lr=True, learning_rate=1.0, min_lr=0.0, warmup_iters=0, lr_decay_iters=0, max_iters=10000,
                steps_after_fit=0)
-    assert train.get_lr(5000, cfg) == pytest.approx(0.5)
-    assert train.get_lr(10000, cfg) == pytest.approx(0.0)
-    assert train.get_lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
+    assert lr(5000, cfg) == pytest.approx(0.5)
+    assert lr(10000, cfg) == pytest.approx(0.0)
+    assert lr(2500, dict(cfg, lr_decay_iters=2500)) == pytest.approx(0.0)
 
 
 def test_a_constant_learning_rate_still_warms_up():
@@ -589,10 +683,10 @@ def test_a_constant_learning_rate_still_warms_up():
     constant rate from step 0 is warmup_iters=0."""
     cfg = dict(decay_lr=False, learning_rate=3e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=0, max_iters=14000,
                steps_after_fit=10000)
-    ramp = [train.get_lr(it, cfg, None) for it in range(100)]
+    ramp = [lr(it, cfg, None) for it in range(100)]
     assert ramp[0] == pytest.approx(3e-3 / 101) and all(a < b for a, b in zip(ramp, ramp[1:])) and ramp[-1] < 3e-3
-    assert {train.get_lr(it, cfg, fit) for it in (100, 1500, 11499, 13999) for fit in (None, 1500)} == {3e-3}
-    assert train.get_lr(0, dict(cfg, warmup_iters=0)) == 3e-3
+    assert {lr(it, cfg, fit) for it in (100, 1500, 11499, 13999) for fit in (None, 1500)} == {3e-3}
+    assert lr(0, dict(cfg, warmup_iters=0)) == 3e-3
 
 
 def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_they_fit():
@@ -603,14 +697,14 @@ def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_the
                steps_after_fit=1000)
     schedules = []
     for fit in (500, 3900):
-        assert train.get_lr(fit - 1, cfg, None) == train.get_lr(fit, cfg, fit) == 3e-3   # stable until the fit
-        stop = train.stop_iter(cfg, fit)
+        assert lr(fit - 1, cfg, None) == lr(fit, cfg, fit) == 3e-3   # stable until the fit
+        stop = schedule(cfg, fit).stop()
         assert stop == fit + 1000
-        schedules.append([train.get_lr(it, cfg, fit) for it in range(fit, stop + 1)])
+        schedules.append([lr(it, cfg, fit) for it in range(fit, stop + 1)])
         assert schedules[-1][-1] == pytest.approx(1e-4)                # ends at min_lr
     assert schedules[0] == pytest.approx(schedules[1])                 # the same decay, step by step
-    assert train.stop_iter(cfg, None) == 4000 and train.get_lr(3999, cfg, None) == 3e-3
-    assert train.get_lr(50, cfg, None) < 3e-3                          # the warmup is unchanged
+    assert schedule(cfg, None).stop() == 4000 and lr(3999, cfg, None) == 3e-3
+    assert lr(50, cfg, None) < 3e-3                          # the warmup is unchanged
 
 
 def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir, done_run, tmp_path):
