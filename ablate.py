@@ -86,6 +86,12 @@ range_threshold = 0.5      # a run's range: the largest multiple with accuracy >
 deteriorate_multiple = 0   # > 0: a fit run deteriorates when its quick-eval accuracy at this multiple falls
 deteriorate_drop = 0.2     # ... this much below its running maximum since the fit
 deteriorate_evals = 2      # ... at this many quick evals in a row
+delta = 0.05               # the smallest area difference of interest: a comparison whose 90% interval lies inside
+                           # +-delta reads "equivalent within +-delta"
+families = {}              # Holm families: name -> the arms tested against the control together ({}: every arm, one family)
+early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit): deterioration is a run's cooled area
+late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
+                           # and the last snapshot), and the arms are compared at late_snapshot
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
@@ -96,7 +102,7 @@ import train  # noqa: E402  (its settings and checks; its training loop runs in 
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import evaluate, measure_mismatch  # noqa: E402
 from study.report import find_fit, format_markdown, plot, step_curves, summarize  # noqa: E402
-from study.runs import SCHEDULING, command, last_progress, state  # noqa: E402
+from study.runs import SCHEDULING, command, last_progress, ready, state, tag  # noqa: E402
 
 
 def flags(overrides, seed):
@@ -164,6 +170,15 @@ def plan(cfg, passed, selected, train_settings):
     for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
         if not 0 < cfg[k] <= 1:
             fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
+    if not 0 < cfg['delta'] <= 1:
+        fail(f"delta={cfg['delta']} must be in (0, 1]: it is a difference of areas")
+    in_family = [a for arms in cfg['families'].values() for a in (arms if isinstance(arms, list) else [None])]
+    for a in in_family:
+        if a not in cfg['arms'] or a == cfg['control']:
+            fail(f"families={cfg['families']!r}: each family is a list of the arms tested against control={cfg['control']!r}, "
+                 f"other than it ({', '.join(n for n in cfg['arms'] if n != cfg['control'])})")
+    if len(set(in_family)) < len(in_family):
+        fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
     if cfg['extrap_multiple'] not in mults:
         fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval would not measure it")
     runs = []
@@ -198,9 +213,32 @@ def plan(cfg, passed, selected, train_settings):
                      f"(eval_multiples={run_cfg['eval_multiples']!r}): the rule would see nothing")
             if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:
                 fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks ({', '.join(eval_tasks)})")
-            runs.append({'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
-                         'selected': selected is None or arm in selected})
+            run = {'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
+                   'selected': selected is None or arm in selected, 'point': None}
+            runs.append(run)
+            runs += branches(run, cfg, train_settings)
     return runs
+
+
+def branches(trunk, cfg, train_settings):
+    """The cooldown branches of a trunk run (snapshots_after_fit): each a run of the study, in
+    <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k. The trunk is the
+    point 'trunk' (its own final eval is the uncooled model at its stop), a branch the point k."""
+    snapshots = train.parse_snapshots(trunk['cfg']['snapshots_after_fit'])
+    for key in ('early_snapshot', 'late_snapshot'):
+        if cfg[key] and cfg[key] not in snapshots:
+            raise SystemExit(f"config error: {key}={cfg[key]} is not a snapshot of arm '{trunk['arm']}' "
+                             f"(snapshots_after_fit={trunk['cfg']['snapshots_after_fit']!r})")
+    if not snapshots:
+        return []
+    trunk['point'] = 'trunk'
+    out = []
+    for k in snapshots:
+        argv = [*trunk['argv'], *train.branch_flags(trunk['cfg'], k)]
+        with contextlib.redirect_stdout(io.StringIO()):
+            run_cfg = configure(train_settings, argv)
+        out.append(dict(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk['dir']))
+    return out
 
 
 def check_sources(runs):
@@ -220,7 +258,7 @@ def prepare_data(runs):
     """Generate each corpus once, here, before the runs start: parallel runs would race to write it
     (and another ablate.py generating it is waited for)."""
     for run in runs:
-        if run['selected'] and run['state'] != 'done':
+        if run['selected'] and run['state'] != 'done' and 'trunk' not in run:
             sample_data.make_corpus(run['cfg'], "rerun this command (or point data_dir elsewhere)")
 
 
@@ -244,12 +282,18 @@ def train_grid(runs, workers, then):
           f"({threads} thread(s) each)")
     try:
         while pending or running:
-            while pending and len(running) < workers:
-                run = pending.pop(0)
+            while len(running) < workers and any(map(ready, pending)):
+                run = next(filter(ready, pending))
+                pending.remove(run)
                 if start(run, env, then):
                     running.append(run)
                 elif run['state'] == 'done':
                     n_done += 1
+            if pending and not running and not any(map(ready, pending)):
+                for run in pending:      # their trunks have ended without the snapshot: never fit, or failed
+                    print(f"{tag(run)} not trained: its trunk ({run['trunk']}) ended without reaching fit + "
+                          f"{run['point']}")
+                break
             time.sleep(0.5)
             for run in [r for r in running if r['proc'].poll() is not None]:
                 running.remove(run)
@@ -259,18 +303,18 @@ def train_grid(runs, workers, then):
                 if run['proc'].returncode == 0 and state(run) == 'done':
                     n_done += 1
                     run['state'] = 'done'
-                    print(f"[{run['arm']} seed {run['seed']}] done in {minutes:.1f} min")
+                    print(f"{tag(run)} done in {minutes:.1f} min")
                 else:
                     failed.append(run)
                     with open(os.path.join(run['dir'], 'train.log')) as f:
                         tail = f.read().strip().splitlines()[-1:]
-                    print(f"[{run['arm']} seed {run['seed']}] FAILED after {minutes:.1f} min: {' '.join(tail)}")
+                    print(f"{tag(run)} FAILED after {minutes:.1f} min: {' '.join(tail)}")
                 elapsed = (time.time() - t0) / 60
                 print(f"grid: {n_done}/{n_runs} done, {len(running)} running, {len(pending)} waiting, "
                       f"{len(failed)} failed; {elapsed:.1f} min so far")
             if running and time.time() - last_status > 60:
                 last_status = time.time()
-                print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r in running))
+                print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r in running))
     finally:
         stop(running)
     return failed
@@ -279,17 +323,16 @@ def train_grid(runs, workers, then):
 def start(run, env, then):
     """Start a run's trainer unless another process holds its dir, or finished it since the grid
     was planned. -> whether it started."""
-    tag = f"[{run['arm']} seed {run['seed']}]"
     with rundir.writing(os.path.join(run['dir'], rundir.LOCK), 'the lock file', then):
         try:
             lock = rundir.DirLock(run['dir'])
         except rundir.Held as e:
-            print(f"{tag} skipped: {run['dir']} is in use by {e}; rerun this command once it has ended")
+            print(f"{tag(run)} skipped: {run['dir']} is in use by {e}; rerun this command once it has ended")
             return False
     run['state'] = state(run)
     if run['state'] == 'done':
         lock.release()
-        print(f"{tag} finished meanwhile by another process")
+        print(f"{tag(run)} finished meanwhile by another process")
         return False
     cmd = command(run, run['state'] == 'partial')
     handed, fds = lock.child()
@@ -299,7 +342,7 @@ def start(run, env, then):
         log.flush()
     run['proc'] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
     run['log'], run['lock'], run['t0'] = log, lock, time.time()
-    print(f"{tag} {'resuming' if run['state'] == 'partial' else 'starting'} -> {run['dir']}/train.log")
+    print(f"{tag(run)} {'resuming' if run['state'] == 'partial' else 'starting'} -> {run['dir']}/train.log")
     return True
 
 
@@ -351,9 +394,13 @@ def where_grid_stands(runs, argv):
             + f"; resume with: {shlex.join(['python', 'ablate.py', *argv])}")
 
 
+def study_settings():
+    """A study config's keys with their defaults: the plain ones, and the dicts arms, common and families."""
+    return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families')}
+
+
 def main(argv):
-    study = {k: v for k, v in globals().items() if k in ('arms', 'common')}
-    settings = settings_of(globals()) | study
+    settings = study_settings()
     train_settings = settings_of(vars(train))
     own, passed, selected = split_argv(argv, settings, train_settings)
     cfg = configure(settings, own)
@@ -375,7 +422,7 @@ def main(argv):
         pending = [r for r in runs if r['selected'] and r['state'] != 'done']
         print(f"# {len(pending)} pending of {sum(r['selected'] for r in runs)} runs; each is independent (run them in any order, anywhere "
               f"that sees {cfg['grid_dir']}), then rerun this command without --dry_run to summarize")
-        for run in pending:
+        for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
             print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
         failed = train_grid(runs, cfg['workers'], rerun)

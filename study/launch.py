@@ -17,7 +17,7 @@ import torch
 
 import rundir
 from study.evals import evaluate, measure_mismatch
-from study.runs import command, last_progress, state
+from study.runs import command, last_progress, ready, state, tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
 
@@ -268,21 +268,21 @@ def dispatch(runs, cfg, kind, args_of, extra):
     states = dict(zip(map(id, recorded), job_states(recorded)))      # one sacct for all of them
     live, todo = [], []
     for run in runs:
-        job, tag = jobs[run['dir']], f"[{run['arm']} seed {run['seed']}]"
+        job = jobs[run['dir']]
         st = job and states[id(job)]
         if st and is_running(st):
-            print(f"{tag} {kind} job {job.job_id} is {st}: not resubmitted"
+            print(f"{tag(run)} {kind} job {job.job_id} is {st}: not resubmitted"
                   + (f" (if it is long gone, delete {run['dir']}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
             live.append((run, job))
         else:
             if st:
-                print(f"{tag} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
+                print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
     device = next((r['cfg']['device'] for r in todo if r['cfg']['device'].startswith('cuda')), 'cpu')
     for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra, device)):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run['state'] == 'partial' else ''
-        print(f"[{run['arm']} seed {run['seed']}] submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
+        print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
               + ('train.log' if kind == 'train' else JOB_FILE[kind]))
         live.append((run, job))
     return live
@@ -299,7 +299,7 @@ def wait_jobs(live, cfg, kind):
         states = job_states([job for _, job in live])
         for (run, job), st in zip(live, states):
             if not is_running(st):
-                print(f"[{run['arm']} seed {run['seed']}] {kind} job {job.job_id} ended ({st}) after "
+                print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) after "
                       f"{(time.time() - t0) / 60:.1f} min")
         live = [p for p, st in zip(live, states) if is_running(st)]
         if live:
@@ -319,16 +319,27 @@ def launch(runs, cfg, extra):
     n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
     print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
           f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['grid_dir'], 'submitit')})")
-    live = dispatch(pending, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
-                                                      cfg['slurm_cpus_per_run']), extra)
-    if not cfg['wait']:
-        return [run for run, _ in live]
-    wait_jobs(live, cfg, 'train')
+    submitted = []
+    while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes
+        todo = [r for r in pending if ready(r) and r not in submitted]
+        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
+                                                       cfg['slurm_cpus_per_run']), extra)
+        submitted += todo
+        waiting = [r for r in pending if r not in submitted]
+        if waiting:
+            print(f"{len(waiting)} cooldown branch(es) wait for the snapshot of their trunk"
+                  + ("" if cfg['wait'] else ": rerun this command once the trunks have written them"))
+        if not cfg['wait']:
+            return [run for run, _ in live]
+        wait_jobs(live, cfg, 'train')
+        if not any(map(ready, waiting)):
+            break
     for run in pending:
         run['state'] = state(run)
         if run['state'] != 'done':
             job = recorded_job(run, 'train')
-            print(f"[{run['arm']} seed {run['seed']}] FAILED: its job {job.job_id} ended before the run finished; see "
+            print(f"{tag(run)} not trained: its trunk ({run['trunk']}) ended without reaching fit + {run['point']}"
+                  if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended before the run finished; see "
                   f"{run['dir']}/train.log and {job.paths.stderr}; rerun this command to resubmit it")
     return []
 
@@ -348,6 +359,6 @@ def launch_evals(runs, cfg, mults, extra):
     measure_mismatch(todo, compute=False)
     for run, job in live:
         if not ('eval' in run and 'mismatch' in run):
-            print(f"[{run['arm']} seed {run['seed']}] FAILED: its eval job {job.job_id} ended without writing the eval; "
+            print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "
                   f"see {job.paths.stderr}; rerun this command to resubmit it")
     return []

@@ -48,8 +48,20 @@ def state(run):
     return 'done' if any(r['iter'] == last for r in logged) else 'partial'
 
 
+def tag(run):
+    """'[vpad seed 7]', '[vpad seed 7, cooldown at fit + 1000]': a run in the grid's messages."""
+    point = f", cooldown at fit + {run['point']}" if isinstance(run.get('point'), int) else ''
+    return f"[{run['arm']} seed {run['seed']}{point}]"
+
+
 def command(run, resume):
-    return [sys.executable, 'train.py', *run['argv'], *(['--init_from=resume'] if resume else [])]
+    """The run's train.py command; a cooldown branch always resumes (the snapshot its trunk wrote)."""
+    return [sys.executable, 'train.py', *run['argv'], *(['--init_from=resume'] if resume or 'trunk' in run else [])]
+
+
+def ready(run):
+    """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot."""
+    return 'trunk' not in run or os.path.exists(os.path.join(run['dir'], rundir.CKPT))
 
 
 def last_progress(run):

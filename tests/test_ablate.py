@@ -358,8 +358,7 @@ def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        settings = settings_of(vars(abl)) | {'arms': {}, 'common': {}}
-        cfg = configure(settings, [study(tmp_path), '--fit_accuracy=0.9'])
+        cfg = configure(abl.study_settings(), [study(tmp_path), '--fit_accuracy=0.9'])
         runs = abl.plan(cfg, [], None, settings_of(vars(train)))
     finally:
         os.chdir(cwd)
@@ -703,7 +702,7 @@ def test_launchers_without_submitit_name_the_package(tmp_path, monkeypatch):
         msg = refused(study(tmp_path), f'--launcher={launcher}', '--slurm_partition=gpu')
         assert f'--launcher={launcher} needs the submitit package' in msg and 'pip install submitit' in msg, msg
     assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
-    cfg = configure(settings_of(vars(abl)) | {'arms': {}, 'common': {}}, [])
+    cfg = configure(abl.study_settings(), [])
     assert launch.check_launcher(cfg) == {}                                # the local launcher never imports it
 
 
