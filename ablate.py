@@ -101,7 +101,9 @@ import train  # noqa: E402  (its settings and checks; its training loop runs in 
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import evaluate, measure_mismatch  # noqa: E402
-from study.report import find_fit, format_markdown, plot, step_curves, summarize  # noqa: E402
+from study.outcomes import find_fit, summarize  # noqa: E402
+from study.plots import plot, step_curves  # noqa: E402
+from study.tables import format_markdown  # noqa: E402
 from study.runs import SCHEDULING, command, last_progress, ready, state, tag  # noqa: E402
 
 

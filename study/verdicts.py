@@ -138,7 +138,7 @@ def headline_groups(studies):
 
 def draw_headline(studies, path):
     import eval_lengths                          # torch and matplotlib: only to draw
-    from study.report import dots_with_median
+    from study.plots import dots_with_median
     groups = headline_groups(studies)
     sites = list(dict.fromkeys(arm for _, _, study, arm, _ in groups if study != MAP))
 

@@ -14,7 +14,7 @@ import ablate as abl           # the module; ablate() below runs the script
 import rundir
 import train
 from ablate import main as ablate_main
-from study import launch, report, stats
+from study import launch, outcomes, stats, tables
 from study.runs import state
 from configurator import configure, settings_of
 
@@ -382,10 +382,10 @@ def fit_log(fit_iter):
 
 def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1x():
     curve = {1: 1.0, 2: 0.8, 4: 0.6, 8: 0.3, 16: 0.55, 32: 0.0, 64: 0.0}
-    area, reach = report.area_and_range(curve, 0.5)
+    area, reach = outcomes.area_and_range(curve, 0.5)
     assert area == pytest.approx(3.25 / 7) and reach == 4       # 16x's 0.55 comes after a fall: not in the range
-    assert report.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
-    assert report.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
+    assert outcomes.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
+    assert outcomes.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
     assert stats.seeds_for_shift(0.06, 0.05) == 12 and stats.seeds_for_shift(0.1, 0.05) == 32   # (2.8016 sd / 0.05)^2
     assert stats.seeds_for_shift(None, 0.05) is None
     # a small spread: the normal approximation says 2, but 5 seeds' smallest sign-flip p is 2/32 > 0.05
@@ -404,16 +404,16 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
             fake_run(tmp_path, 'none', 2, 1.0, 0.5, log(0.9, 0.1, 0.9, 0.8, 0.85, fit_at=2)),  # the dip is before the fit
             fake_run(tmp_path, 'wd', 1, 1.0, 0.5, log(0.1, 0.9, 0.7, 0.65, 0.9)),            # two in a row
             fake_run(tmp_path, 'wd', 2, 1.0, 0.5, log(0.1, 0.9, 0.6, 0.9, 0.6))]             # never two in a row
-    report.find_fit(runs)
+    outcomes.find_fit(runs)
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'fit_accuracy', 'extrap_threshold',
                                            'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16, 'deteriorate_multiple': 4,
             'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
-    res = report.summarize(runs, cfg, ['study.py'])
+    res = outcomes.summarize(runs, cfg, ['study.py'])
     assert res['arms']['none']['deterioration'] == {'count': 0, 'of': 2, 'seeds': []}
     assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
     assert res['arms']['wd']['deterioration']['fisher_p'] == pytest.approx(stats.fisher_exact(1, 1, 0, 2))
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; wd 1 of 2 (Fisher' in md
     assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
 
@@ -427,14 +427,14 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
             fake_run(tmp_path, 'vpad', 3, 0.5, 0.99, fit_log(None)),   # never fit: its 0.99 must not count
             fake_run(tmp_path, 'wd', 1, 1.0, 0.05, fit_log(None)),     # never fit at all: not tested
             {'arm': 'wd', 'seed': 2, 'dir': str(tmp_path / 'wd' / 'seed2'), 'state': 'new', 'tasks': ['niah_single']}]
-    report.find_fit(runs)
+    outcomes.find_fit(runs)
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold',
                                            'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
-    res = json.loads(json.dumps(report.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
+    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
     none, vpad, wd = (res['arms'][a] for a in ('none', 'vpad', 'wd'))
     assert (none['runs'], none['fit'], none['never_fit']) == (3, 3, [])
     assert none['steps_to_fit'] == {'per_seed': {'1': 100, '2': 200, '3': 300}, 'median': 200, 'min': 100, 'max': 300}
@@ -470,7 +470,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert v['area']['never_fit_as_0']['seeds'] == [1, 2, 3]
     assert (wd['runs'], wd['fit'], wd['never_fit'], wd['pending_seeds']) == (1, 0, [1], [2])
     assert wd['vs_control']['fisher'] is None and wd['vs_control']['permutation'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '| vpad | 2 | 0.97 [0.81, 1.00], sd 0.018 | 16x | +0.185 [' in md and '| 1.000 (1.000) |' in md
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
@@ -489,15 +489,15 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     cfg['arms']['wd'] = {'init_from': 'other/seed{seed}'}
     runs = [fake_run(tmp_path, 'none', s, 1.0, 0.1, fit_log(100)) for s in range(1, 6)] + \
            [fake_run(tmp_path, 'wd', s, 1.0, 0.99, fit_log(100)) for s in range(1, 6)]
-    report.find_fit(runs)
-    res = report.summarize(runs, cfg, ['study.py'])
+    outcomes.find_fit(runs)
+    res = outcomes.summarize(runs, cfg, ['study.py'])
     assert res['arms']['wd']['vs_control']['paired'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'wd extrapolates more often than none (5/5 vs 0/5 fit runs; Fisher p = 0.008, 0.008 after Holm)' in md
     assert 'By the mean 16x accuracy of fit runs: wd is above none (difference +0.89, permutation p = 0.008)' in md
     # no control: outcomes, but no tests
-    res = report.summarize(runs, cfg | {'control': ''}, ['study.py'])
-    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
+    res = outcomes.summarize(runs, cfg | {'control': ''}, ['study.py'])
+    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in tables.format_markdown(res)
 
 
 
@@ -505,10 +505,10 @@ def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
     """Its config's verdict is the deterioration rule; the area is secondary there and primary elsewhere."""
     with open(os.path.join(ROOT, 'results', 'study_wd_sensitive', 'results.json')) as f:
         res = json.load(f)
-    text = report.what_tests_support(res)
+    text = tables.what_tests_support(res)
     assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
     del res['rule']['deteriorates']
-    assert 'Primary, the area paired by seed: vpad' in report.what_tests_support(res)
+    assert 'Primary, the area paired by seed: vpad' in tables.what_tests_support(res)
 
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
 

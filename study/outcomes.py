@@ -1,0 +1,254 @@
+"""
+A study's outcomes, the content of its results.json: per arm its per-seed accuracies, its outcomes
+under the pre-registered rule (per run: fit, steps to fit, the area and range, extrapolates or not)
+and its tests against the control. study/tables.py writes them as markdown (results.md),
+study/plots.py draws them.
+"""
+
+import os
+import shlex
+import statistics
+
+import eval_lengths
+import rundir
+from study.evals import MISMATCH
+from study.runs import SCHEDULING
+from study.stats import (TESTS, deteriorates, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
+                         seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+
+SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
+
+
+def find_fit(runs):
+    """run['fit_iter'] of every finished run (train.py notes it in each log record; None: never
+    fit) and run['after_fit']: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
+    for run in runs:
+        if run['state'] == 'done':
+            log = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf'))
+            run['fit_iter'] = log[-1]['fit_iter']
+            run['after_fit'] = [(r['iter'], r['length_eval']) for r in log
+                                if r.get('fit_iter') is not None and not r.get('final')]
+
+
+def deterioration(runs, cfg):
+    """{arm: {'count', 'of', 'seeds'}} under the study's rule (deteriorate_multiple > 0), over fit runs."""
+    m = f"{cfg['deteriorate_multiple']}x"
+    out = {}
+    for run in runs:
+        if run.get('fit_iter') is None or 'eval' not in run:
+            continue
+        task = primary_task(run, cfg)
+        accs = [e[task][m] for _, e in run['after_fit'] if e.get(task, {}).get(m) is not None]
+        arm = out.setdefault(run['arm'], {'count': 0, 'of': 0, 'seeds': []})
+        arm['of'] += 1
+        if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
+            arm['count'] += 1
+            arm['seeds'].append(run['seed'])
+    return out
+
+
+def init_template(cfg, arm, study_argv):
+    """The init_from of an arm's runs with '{seed}' unfilled, as plan() builds it (later overrides win)."""
+    template = {**cfg['common'], **cfg['arms'][arm]}.get('init_from', '')
+    for a in study_argv:
+        if a.startswith('--init_from='):
+            template = a.split('=', 1)[1]
+    return template
+
+
+def area_and_range(curve, threshold):
+    """curve: {multiple: accuracy} of one run's final eval. -> (area, range): the area is the mean
+    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under the step curve that holds
+    each multiple's accuracy for one unit of log2(multiple), normalized to [0, 1]; not a trapezoid);
+    the range is the largest multiple at which accuracy is >= threshold there and at every shorter
+    multiple (0: not even at the shortest)."""
+    points = sorted((m, a) for m, a in curve.items() if a is not None)
+    area = sum(a for _, a in points) / len(points) if points else None
+    reach = 0
+    for m, a in points:
+        if a < threshold:
+            break
+        reach = m
+    return area, reach
+
+
+def spread(values):
+    """mean with its t interval, sd, median of a list of numbers (all None when empty)."""
+    mean, ci = mean_ci(values)
+    return {'mean': mean, 'ci95': ci, 'sd': mean_std(values)[1] if values else None,
+            'median': statistics.median(values) if values else None}
+
+
+def arm_outcomes(per_seed, cfg):
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured, {multiple:
+    accuracy} of the primary task)} of an arm's finished runs -> its outcome counts and intervals.
+    Never-fit runs are counted apart (a run that did not learn the task says nothing about
+    extrapolating it) and, for the area and range, also counted as failures (0)."""
+    fit = {s: o for s, o in per_seed.items() if o[0] is not None}
+    steps = {str(s): o[0] for s, o in fit.items()}
+    accs = {s: o[1] for s, o in fit.items() if o[1] is not None}
+    extrap = [s for s, a in accs.items() if a >= cfg['extrap_threshold']]
+    mean, ci = mean_ci(list(accs.values()))
+    shape = {s: area_and_range(o[2], cfg['range_threshold']) for s, o in fit.items()}
+    areas = {str(s): a for s, (a, _) in shape.items() if a is not None}
+    failed = {str(s): areas[str(s)] if s in fit else 0.0 for s in per_seed if s not in fit or str(s) in areas}
+    return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [s for s, o in per_seed.items() if o[0] is None],
+            'steps_to_fit': {'per_seed': steps, 'median': statistics.median(steps.values()) if steps else None,
+                             'min': min(steps.values(), default=None), 'max': max(steps.values(), default=None)},
+            'extrapolates': {'count': len(extrap), 'of': len(accs), 'seeds': extrap,
+                             'not_measured': [s for s in fit if s not in accs],   # the final eval skipped the point
+                             'share': len(extrap) / len(accs) if accs else None, 'ci95': wilson(len(extrap), len(accs)),
+                             'interval': 'Wilson score'},
+            'accuracy_at_extrap': {'multiple': cfg['extrap_multiple'], 'per_seed': {str(s): a for s, a in accs.items()},
+                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'},
+            'area': {'per_seed': areas, **spread(list(areas.values())),
+                     'never_fit_as_0': {'per_seed': failed, **spread(list(failed.values()))},
+                     'interval': 'Student t over fit runs, clipped to [0, 1]'},
+            'range': {'per_seed': {str(s): m for s, (_, m) in shape.items()}, 'threshold': cfg['range_threshold'],
+                      'median': statistics.median(m for _, m in shape.values()) if shape else None}}
+
+
+def versus_control(arm, ctrl, paired):
+    """The tests of one arm against the control, over fit runs (Holm is applied across arms after)."""
+    e1, e0 = arm['extrapolates'], ctrl['extrapolates']
+    out = {'fisher': None, 'permutation': None, 'paired': None, 'power': None}
+    if e1['of'] and e0['of']:
+        table = [[e1['count'], e1['of'] - e1['count']], [e0['count'], e0['of'] - e0['count']]]
+        out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
+                         'p': fisher_exact(*table[0], *table[1]), 'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
+        n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
+        out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
+                        'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
+                                f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha {TESTS['alpha']}"}
+    x, y = arm['accuracy_at_extrap']['per_seed'], ctrl['accuracy_at_extrap']['per_seed']
+    if x and y:
+        p, method = permutation_test(list(x.values()), list(y.values()))
+        out['permutation'] = {'p': p, 'method': method,
+                              'difference': arm['accuracy_at_extrap']['mean'] - ctrl['accuracy_at_extrap']['mean']}
+    if paired:
+        both = [s for s in x if s in y]
+        p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
+        out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
+                         'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
+    out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed']),
+                   'never_fit_as_0': area_test(arm['area']['never_fit_as_0']['per_seed'],
+                                               ctrl['area']['never_fit_as_0']['per_seed'])}
+    return out
+
+
+def area_test(x, y):
+    """The area of an arm against the control's, paired by seed (a seed fixes the initial weights and
+    the batches in every arm): sign-flip test over the per-seed differences, their mean with a t
+    interval, the seeds 80% power needs for a shift of SHIFT; and the unpaired permutation test."""
+    both = [s for s in x if s in y]
+    d = [x[s] - y[s] for s in both]
+    if not d:
+        return None
+    p, method = sign_flip_test(d)
+    mean, ci = mean_ci(d, clip=False)
+    sd = mean_std(d)[1]
+    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci, 'sd': sd, 'p': p, 'method': method,
+            'seeds_for_power': seeds_for_shift(sd, SHIFT), 'shift': SHIFT,
+            'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
+
+
+def add_outcomes(arms_out, per_run, cfg, study_argv):
+    """Per arm its outcomes; per non-control arm its tests against the control, Fisher p Holm-corrected over those arms."""
+    for name, arm in arms_out.items():
+        arm.update(arm_outcomes(per_run.get(name, {}), cfg))
+    ctrl = arms_out.get(cfg['control'])
+    if ctrl is None:
+        return
+    paired_on = init_template(cfg, cfg['control'], study_argv)
+    tested = []
+    for name, arm in arms_out.items():
+        if name != cfg['control']:
+            template = init_template(cfg, name, study_argv)
+            arm['vs_control'] = versus_control(arm, ctrl, '{seed}' in template and template == paired_on)
+            if arm['vs_control']['fisher']:
+                tested.append(arm['vs_control']['fisher'])
+    for f, p in zip(tested, holm([f['p'] for f in tested])):
+        f['p_holm'] = p
+    primary = [a['vs_control']['area']['left_out'] for n, a in arms_out.items()
+               if n != cfg['control'] and a['vs_control']['area']['left_out']]
+    for t, p in zip(primary, holm([t['p'] for t in primary])):   # the primary outcome's family: every site vs control
+        t['p_holm'] = p
+
+
+def primary_task(run, cfg):
+    """The one task the outcomes are judged on: extrap_task, fixed in advance, or the run's first eval task."""
+    return cfg['extrap_task'] or run['tasks'][0]
+
+
+def run_outcome(run, cfg):
+    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its {multiple: accuracy})."""
+    task = primary_task(run, cfg)
+    by_m = run['eval']['length_eval'].get(task, {})
+    return run.get('fit_iter'), by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
+
+
+def summarize(runs, cfg, study_argv):
+    """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
+    outcomes under the pre-registered rule with the tests against the control."""
+    arms_out, per_run, primary = {}, {}, {}
+    for run in runs:
+        arm = arms_out.setdefault(run['arm'], {'overrides': cfg['arms'][run['arm']], 'seeds': [], 'pending_seeds': [],
+                                               'tasks': {}})
+        if 'eval' not in run:
+            arm['pending_seeds'].append(run['seed'])
+            continue
+        arm['seeds'].append(run['seed'])
+        per_run.setdefault(run['arm'], {})[run['seed']] = run_outcome(run, cfg)
+        primary.setdefault(run['arm'], {})[primary_task(run, cfg)] = None
+        if 'mismatch' in run:
+            arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
+        for task, accs in run['eval']['length_eval'].items():
+            for m, acc in accs.items():
+                if acc is not None:
+                    point = arm['tasks'].setdefault(task, {}).setdefault(m[:-1], {'per_seed': {}})
+                    point['per_seed'][str(run['seed'])] = acc
+                    point['length'] = int(m[:-1]) * run['eval']['block_size']
+    for arm in arms_out.values():
+        if arm.get('mismatch_per_seed'):
+            per_seed = list(arm['mismatch_per_seed'].values())
+            values = {k: [m[k] for m in per_seed if m.get(k) is not None] for k in MISMATCH}
+            arm['mismatch'] = {k: mean_std(v)[0] if v else None for k, v in values.items()}
+            arm['mismatch_sd'] = {k: mean_std(v)[1] if v else None for k, v in values.items()}   # over seeds
+        for task in arm['tasks'].values():
+            for point in task.values():
+                point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+    add_outcomes(arms_out, per_run, cfg, study_argv)
+    if cfg['deteriorate_multiple']:
+        det = deterioration(runs, cfg)
+        ctrl = det.get(cfg['control'])
+        for name, arm in arms_out.items():
+            d = arm['deterioration'] = det.get(name, {'count': 0, 'of': 0, 'seeds': []})
+            if ctrl and name != cfg['control'] and d['of'] and ctrl['of']:
+                d['fisher_p'] = fisher_exact(d['count'], d['of'] - d['count'], ctrl['count'], ctrl['of'] - ctrl['count'])
+    for name, arm in arms_out.items():
+        arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
+    task = cfg['extrap_task'] or "the run's first eval task"
+    rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
+            'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'],
+            'range_threshold': cfg['range_threshold'], **TESTS,
+            **({'deteriorates': f"a fit run deteriorates when its quick-eval accuracy at {cfg['deteriorate_multiple']}x "
+                                f"falls >= {cfg['deteriorate_drop']} below its running maximum since the fit at "
+                                f"{cfg['deteriorate_evals']} quick evals in a row"} if cfg['deteriorate_multiple'] else {}),
+            'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
+                   f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
+            'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
+                            f"is >= {cfg['extrap_threshold']}",
+            'tests': f"each arm against {cfg['control']!r}: primary, the area (mean accuracy over the evaluated "
+                     f"multiples) paired by seed, two-sided sign-flip test over the seeds fit in both (Holm-corrected over "
+                     f"the arms; also with never-fit runs counted as area 0); secondary, two-sided Fisher exact test on "
+                     f"extrapolates / fit but not (Holm-corrected over the arms), two-sided permutation test of the mean "
+                     f"accuracy at {cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test of it over seeds "
+                     f"fit in both where both arms continue the same runs (init_from with '{{seed}}')"
+                     if cfg['control'] else 'none (control is empty)'}
+    # the command that regenerates these results: how the runs were scheduled does not matter
+    study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
+    return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
+            'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
+            'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
+                     'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
+            'rule': rule, 'arms': arms_out}

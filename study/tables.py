@@ -1,0 +1,210 @@
+"""
+A study's results.json as markdown (results.md): the outcomes table, the area table, what the tests
+support in words, the accuracy per length and seed, and the train-vs-eval mismatch.
+"""
+
+from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
+from study.outcomes import SHIFT
+from study.stats import fmt_p
+
+
+def fmt_ci(x, ci):
+    return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
+
+def outcomes_table(results):
+    """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
+    rule, c = results['rule'], results['rule']['control']
+    m = rule['extrap_multiple']
+    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | {m}x accuracy "
+             f"of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | seeds for {rule['power']:.0%} power |",
+             '| --- |' + ' --- |' * 9]
+    for name, arm in results['arms'].items():
+        st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
+        steps = '-' if st['median'] is None else f"{st['median']:g} ({st['min']}..{st['max']})"
+        share = '-' if not ex['of'] else f"{ex['count']}/{ex['of']}, {fmt_ci(ex['share'], ex['ci95'])}"
+        tests = ['control'] + ['-'] * 3 if name == c else ['-'] * 4
+        v = arm.get('vs_control')
+        if v and v['fisher']:
+            tests[0] = f"{fmt_p(v['fisher']['p'])} ({fmt_p(v['fisher']['p_holm'])})"
+            n = v['power']['seeds_per_arm']
+            tests[3] = 'none: equal rates' if n is None else str(n)
+        if v and v['permutation']:
+            tests[1] = fmt_p(v['permutation']['p']) + (' (MC)' if v['permutation']['method'].startswith('Monte') else '')
+        if v and v['paired']:
+            both = v['paired']['seeds']
+            mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
+            tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
+        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | {fmt_ci(acc['mean'], acc['ci95'])} | "
+                     + ' | '.join(tests) + ' |')
+    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: fit runs "
+              f"that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t over fit runs. "
+              f"Fisher p: two-sided exact test of extrapolates / fit but not against {c or 'the control'}, raw "
+              f"(Holm-adjusted over the arms tested). Permutation p: two-sided, difference of the mean {m}x accuracy "
+              f"over fit runs, exact over all splits (MC: 20,000 random splits, seed 0). Paired p: sign-flip test over the "
+              f"seeds fit in both arms (exact up to 16 seeds), only where both continue the same runs ('-': not paired). "
+              f"Seeds for power: fit runs per arm the observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
+              f"{rule['alpha']}, exact; searched up to 200).", '']
+    return lines
+
+
+def area_table(results):
+    """The continuous outcomes: one row per arm, its area and range, and its area against the
+    control paired by seed (the primary test, Holm over the arms), with never-fit runs left out and
+    counted as 0."""
+    rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
+    lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
+             f"area - {c or 'control'}, paired (mean [95% CI]) | paired p (Holm) | seeds for {SHIFT:g} | "
+             f"never fit as 0: paired p |", '| --- |' + ' --- |' * 7]
+    for name, arm in results['arms'].items():
+        a = arm['area']
+        sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
+        cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}",
+                 '-' if arm['range']['median'] is None else f"{arm['range']['median']:g}x"]
+        v = (arm.get('vs_control') or {}).get('area') or {}
+        t, t0 = v.get('left_out'), v.get('never_fit_as_0')
+        if name == c:
+            cells += ['control', '-', '-', '-']
+        elif t:
+            ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
+            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds)", f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})",
+                      str(t['seeds_for_power'] or '-'), fmt_p(t0['p']) if t0 else '-']
+        else:
+            cells += ['-'] * 4
+        lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
+    lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
+              f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= {rule['range_threshold']:g} there "
+              f"and at every shorter one. Each point is {n} held-out examples, so its eval standard error is at most "
+              f"{0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most {0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. "
+              f"Paired: per-seed differences from {c or 'the control'} (a seed fixes the initial weights and the batches in every "
+              f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested; seeds for {SHIFT:g}: paired seeds that "
+              f"80% power at alpha 0.05 would need to detect an area shift of {SHIFT:g} at this spread (normal approximation; at least 6, the fewest at which the sign-flip test can reach 0.05). "
+              f"Never fit as 0: the same test with never-fit runs counted as failures (area 0).", '']
+    return lines
+
+
+def what_tests_support(results):
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
+    rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
+    m = rule['extrap_multiple']
+    out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
+             for n, a in arms.items() if a['never_fit']]
+    if never:
+        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
+                   f"finished runs never fit ({'; '.join(never)}).")
+    if not c:
+        return ' '.join(out + ['No control is set, so nothing is tested.'])
+    if c not in arms or not arms[c]['extrapolates']['of']:
+        return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
+    areas = {n: a['vs_control']['area']['left_out'] for n, a in arms.items()
+             if n != c and a['vs_control']['area']['left_out']}
+    if areas:               # the primary outcome first (a deterioration study's is its rule: the area comes second)
+        sig = {n: t for n, t in areas.items() if t['p_holm'] <= alpha}
+        label = ('The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
+                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
+        out += [f"{label}: {n}'s is {'above' if t['difference'] > 0 else 'below'} {c}'s by "
+                f"{t['difference']:+.3f}" + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
+                + f" ({len(t['seeds'])} seeds, sign-flip p = {fmt_p(t['p'])}, {fmt_p(t['p_holm'])} after Holm)."
+                for n, t in sig.items()]
+        rest = {n: t for n, t in areas.items() if n not in sig}
+        if rest:
+            best = min(rest, key=lambda n: rest[n]['p_holm'])
+            out.append(f"{'No other' if sig else 'No'} arm's area differs from {c}'s at alpha {alpha} after Holm; the "
+                       f"smallest adjusted p is {fmt_p(rest[best]['p_holm'])} ({best}, difference "
+                       f"{rest[best]['difference']:+.3f}, raw p {fmt_p(rest[best]['p'])}).")
+        out.append("Secondary:")
+    k0, n0 = arms[c]['extrapolates']['count'], arms[c]['extrapolates']['of']
+    tested = {n: a['vs_control'] for n, a in arms.items() if n != c and a['vs_control']['fisher']}
+    untested = [n for n in arms if n != c and n not in tested]
+    if untested:
+        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
+    if not tested:
+        return ' '.join(out)
+    sig = [n for n, v in tested.items() if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
+    for n in sig:
+        e, f = arms[n]['extrapolates'], tested[n]['fisher']
+        out.append(f"{n} extrapolates {'more' if e['share'] > arms[c]['extrapolates']['share'] else 'less'} often than {c} "
+                   f"({e['count']}/{e['of']} vs {k0}/{n0} fit runs; Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
+    rest = [n for n in tested if n not in sig]
+    if rest:
+        best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
+        out.append(f"{'No other' if sig else 'No'} arm differs from {c} in how often it extrapolates at alpha {alpha} after "
+                   f"Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw "
+                   f"{fmt_p(tested[best]['fisher']['p'])}).")
+        floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
+        if floor:
+            out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {n0}: smallest possible p "
+                                   f"{fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
+                       + ": there the test could not have found a difference, whatever the effect.")
+    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"), ('paired', f"paired {m}x accuracy (seeds fit in both)")):
+        ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
+        if not ps:
+            continue
+        low = [n for n, p in ps.items() if p <= alpha]
+        if low:
+            out.append(f"By the {what}: " + '; '.join(
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {c} (difference "
+                f"{tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
+                + f", uncorrected for the {len(ps)} arm(s) tested.")
+        else:
+            best = min(ps, key=ps.get)
+            out.append(f"No arm differs from {c} by {what} at alpha {alpha} ({test} test; the smallest p, uncorrected, "
+                       f"is {fmt_p(ps[best])}, {best}).")
+    return ' '.join(out)
+
+
+def format_markdown(results):
+    mults = results['eval']['multiples']
+    lines = [f"`{results['command']}`", '',
+             f"Accuracy per length multiple: mean ± standard deviation over seeds, "
+             f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
+    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
+    lines += ['**What the tests support**', '', what_tests_support(results), '']
+    if 'deteriorates' in results['rule']:
+        lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
+            f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
+            + (f" (Fisher p = {fmt_p(a['deterioration']['fisher_p'])} against {results['rule']['control']})"
+               if 'fisher_p' in a['deterioration'] else '') for n, a in results['arms'].items()) + '.', '']
+    tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
+    for task in tasks:
+        lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
+                  '| --- | --- |' + ' --- |' * len(mults)]
+        for name, arm in results['arms'].items():
+            cells = []
+            for m in mults:
+                p = arm['tasks'].get(task, {}).get(str(m))
+                cells.append('-' if p is None else f"{p['mean']:.2f}" + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
+            lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
+        # a mean over 2-3 seeds hides whether they agree: every seed's own row
+        lines += ['', 'Per seed:', '', '| arm | seed | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
+                  '| --- | --- |' + ' --- |' * len(mults)]
+        for name, arm in results['arms'].items():
+            for seed in arm['seeds']:
+                points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
+                mark = ' †' if seed in arm['never_fit'] else ''
+                lines.append(f"| {name} | {seed}{mark} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+        if any(a['never_fit'] for a in results['arms'].values()):
+            lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
+        lines.append('')
+    measured = {n: a for n, a in results['arms'].items() if a.get('mismatch')}
+    if measured:
+        def cell(arm, k):
+            m, sd = arm['mismatch'][k], arm['mismatch_sd'][k]
+            return '-' if m is None else f"{m:.3f}" + ('' if sd is None else f" ± {sd:.3f}")
+        cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise reaches "
+                  f"('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, {MISMATCH_MASKS} masks; "
+                  "`python model.py RUN_DIR` gives it per layer and site). Token shift: the conditional mean shift per "
+                  "token, E over masks of y given x against x; batch shift: the same for the per-coordinate batch mean; "
+                  "both in eval standard deviations with the mask-noise floor (last column) subtracted (0 = kept); "
+                  "var ratio: train / eval variance (1 = kept); at the layers' inputs and, pre-act, at their outputs.", '',
+                  '| arm | token shift | batch shift | var ratio | pre-act token shift | pre-act var ratio | noise floor |',
+                  '| --- |' + ' --- |' * 6]
+        lines += [f"| {n} | " + ' | '.join(cell(a, k) for k in cols) + ' |' for n, a in measured.items()]
+        lines.append('')
+    pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
+    if pending:
+        lines.append('Not finished yet (left out above): ' + '; '.join(f"{n} seeds {s}" for n, s in pending.items()))
+    return '\n'.join(lines) + '\n'
