@@ -13,8 +13,8 @@ import eval_lengths
 import rundir
 from study.evals import MISMATCH
 from study.runs import SCHEDULING
-from study.stats import (TESTS, deteriorates, fisher_exact, holm, mean_ci, mean_std, permutation_test, seeds_for_power,
-                         seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+from study.stats import (TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson, permutation_test,
+                         seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
 
 SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
 
@@ -39,7 +39,7 @@ def deterioration(runs, cfg):
             continue
         task = primary_task(run, cfg)
         accs = [e[task][m] for _, e in run['after_fit'] if e.get(task, {}).get(m) is not None]
-        arm = out.setdefault(run['arm'], {'count': 0, 'of': 0, 'seeds': []})
+        arm = out.setdefault(point_name(run), {'count': 0, 'of': 0, 'seeds': []})
         arm['of'] += 1
         if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
             arm['count'] += 1
@@ -70,6 +70,16 @@ def area_and_range(curve, threshold):
             break
         reach = m
     return area, reach
+
+
+def range_text(rng):
+    """An arm's median range ({'per_seed': {seed: multiple}}) as evaluated multiples: '8x', or '8x-16x'
+    where the median of an even count falls between two (12x was never evaluated)."""
+    values = sorted(rng['per_seed'].values())
+    if not values:
+        return '-'
+    lo, hi = statistics.median_low(values), statistics.median_high(values)
+    return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
 def spread(values):
@@ -108,7 +118,7 @@ def arm_outcomes(per_seed, cfg):
                       'median': statistics.median(m for _, m in shape.values()) if shape else None}}
 
 
-def versus_control(arm, ctrl, paired):
+def versus_control(arm, ctrl, paired, delta):
     """The tests of one arm against the control, over fit runs (Holm is applied across arms after)."""
     e1, e0 = arm['extrapolates'], ctrl['extrapolates']
     out = {'fisher': None, 'permutation': None, 'paired': None, 'power': None}
@@ -130,16 +140,17 @@ def versus_control(arm, ctrl, paired):
         p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
         out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
                          'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
-    out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed']),
+    out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed'], delta),
                    'never_fit_as_0': area_test(arm['area']['never_fit_as_0']['per_seed'],
-                                               ctrl['area']['never_fit_as_0']['per_seed'])}
+                                               ctrl['area']['never_fit_as_0']['per_seed'], delta)}
     return out
 
 
-def area_test(x, y):
-    """The area of an arm against the control's, paired by seed (a seed fixes the initial weights and
-    the batches in every arm): sign-flip test over the per-seed differences, their mean with a t
-    interval, the seeds 80% power needs for a shift of SHIFT; and the unpaired permutation test."""
+def area_test(x, y, shift=SHIFT):
+    """An area against another, paired by seed (a seed fixes the initial weights and the batches in
+    every arm; within one run, its early and late snapshots): sign-flip test over the per-seed
+    differences, their mean with its 95% and 90% t intervals, the seeds 80% power needs for a shift
+    of `shift`; and the unpaired permutation test."""
     both = [s for s in x if s in y]
     d = [x[s] - y[s] for s in both]
     if not d:
@@ -147,32 +158,107 @@ def area_test(x, y):
     p, method = sign_flip_test(d)
     mean, ci = mean_ci(d, clip=False)
     sd = mean_std(d)[1]
-    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci, 'sd': sd, 'p': p, 'method': method,
-            'seeds_for_power': seeds_for_shift(sd, SHIFT), 'shift': SHIFT,
+    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci, 'ci90': mean_ci(d, clip=False, level=0.90)[1],
+            'sd': sd, 'p': p, 'method': method, 'seeds_for_power': seeds_for_shift(sd, shift), 'shift': shift,
             'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
 
 
+def point_name(run):
+    """The name a run is summarized under: its arm, or in a study of trunks with snapshots its arm at its
+    point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself)."""
+    point = run.get('point')
+    if point is None:
+        return run['arm']
+    return f"{run['arm']} +{run['cfg']['steps_after_fit']} uncooled" if point == 'trunk' else f"{run['arm']} +{point}"
+
+
+def test_groups(arms_out, cfg):
+    """-> [(family, [arm names], control's name)]: the comparisons with the control, each family
+    Holm-adjusted on its own (families {}: every other arm, one family); in a study of snapshots,
+    at each point apart."""
+    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
+    named = {(a['arm'], a['point']): n for n, a in arms_out.items()}
+    return [(family, [named[a, point] for a in arms if (a, point) in named], named[cfg['control'], point])
+            for point in dict.fromkeys(a['point'] for a in arms_out.values()) if (cfg['control'], point) in named
+            for family, arms in families.items()]
+
+
+def adjust(tests, delta):
+    """Holm over one family's tests (in place), then each one's label from its interval."""
+    for t, p in zip(tests, holm([t['p'] for t in tests])):
+        t['p_holm'] = p
+        if 'ci90' in t:
+            t['label'] = label(p, t['ci90'], t['ci95'], delta)
+
+
 def add_outcomes(arms_out, per_run, cfg, study_argv):
-    """Per arm its outcomes; per non-control arm its tests against the control, Fisher p Holm-corrected over those arms."""
+    """Per arm its outcomes; per tested arm its tests against the control: the Fisher p and the area's
+    paired p Holm-adjusted within its family, the area's label from its interval."""
     for name, arm in arms_out.items():
         arm.update(arm_outcomes(per_run.get(name, {}), cfg))
-    ctrl = arms_out.get(cfg['control'])
-    if ctrl is None:
+    if not cfg['control']:
         return
     paired_on = init_template(cfg, cfg['control'], study_argv)
-    tested = []
-    for name, arm in arms_out.items():
-        if name != cfg['control']:
-            template = init_template(cfg, name, study_argv)
-            arm['vs_control'] = versus_control(arm, ctrl, '{seed}' in template and template == paired_on)
-            if arm['vs_control']['fisher']:
-                tested.append(arm['vs_control']['fisher'])
-    for f, p in zip(tested, holm([f['p'] for f in tested])):
-        f['p_holm'] = p
-    primary = [a['vs_control']['area']['left_out'] for n, a in arms_out.items()
-               if n != cfg['control'] and a['vs_control']['area']['left_out']]
-    for t, p in zip(primary, holm([t['p'] for t in primary])):   # the primary outcome's family: every site vs control
-        t['p_holm'] = p
+    for family, names, control in test_groups(arms_out, cfg):
+        for name in names:
+            template = init_template(cfg, arms_out[name]['arm'], study_argv)
+            v = arms_out[name]['vs_control'] = versus_control(arms_out[name], arms_out[control],
+                                                              '{seed}' in template and template == paired_on, cfg['delta'])
+            v.update(control=control, family=family)
+        tested = [arms_out[n]['vs_control'] for n in names]
+        adjust([v['fisher'] for v in tested if v['fisher']], cfg['delta'])
+        adjust([v['area']['left_out'] for v in tested if v['area']['left_out']], cfg['delta'])   # the primary outcome
+
+
+def long_training(arms_out, cfg):
+    """The outcomes of a study of trunks with cooled snapshots, by arm: the area at late_snapshot
+    against the control's is the arms' own comparison (vs_control at that point); here, per run, its
+    change, the area cooled at late_snapshot minus at early_snapshot (claim 1: does extrapolation
+    deteriorate with training?), each arm's against 0 and against the control's (paired by seed,
+    Holm within each family); the cooldown's effect, the cooled area at late_snapshot minus the
+    trunk's own (uncooled, at the peak rate, at its stop); and the train-vs-eval mismatch of the cooled
+    models at both points, its change per run and that change's correlation with the change in area."""
+    at = {(a['arm'], a['point']): a for a in arms_out.values()}
+    points = sorted(p for _, p in at if isinstance(p, int))
+    early, late = cfg['early_snapshot'] or points[0], cfg['late_snapshot'] or points[-1]
+    delta = cfg['delta']
+
+    def per_seed(arm, point, key='area'):
+        a = at.get((arm, point), {})
+        if key == 'area':
+            return a.get('area', {}).get('per_seed', {})
+        return {s: m[key] for s, m in a.get('mismatch_per_seed', {}).items() if m.get(key) is not None}
+
+    def change(arm, key='area'):
+        x, y = per_seed(arm, late, key), per_seed(arm, early, key)
+        return {s: x[s] - y[s] for s in x if s in y}
+
+    out = {'early': early, 'late': late, 'delta': delta, 'change': {}, 'cooldown': {}, 'mismatch': {}}
+    for arm in cfg['arms']:
+        out['change'][arm] = area_test(per_seed(arm, late), per_seed(arm, early), delta)
+        out['cooldown'][arm] = area_test(per_seed(arm, late), per_seed(arm, 'trunk'), delta)
+        shift = {p: per_seed(arm, p, 'token_shift') for p in (early, late)}
+        if shift[early] or shift[late]:
+            out['mismatch'][arm] = {'token_shift': {str(p): mean_ci(list(v.values()))[0] if v else None
+                                                    for p, v in shift.items()},
+                                    'growth': area_test(shift[late], shift[early], delta)}
+    for one in (*out['change'].values(), *out['cooldown'].values(),
+                *(m['growth'] for m in out['mismatch'].values())):
+        if one:                                  # each a single test of its own: Holm over one is the raw p
+            adjust([one], delta)
+    out['change_vs_control'] = {}
+    for family, arms in (cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}).items():
+        tests = {a: area_test(change(a), change(cfg['control']), delta) for a in arms}
+        tests = {a: dict(t, family=family) for a, t in tests.items() if t}
+        adjust(list(tests.values()), delta)
+        out['change_vs_control'].update(tests)
+    runs = [(change(a, 'token_shift')[s], change(a)[s]) for a in cfg['arms'] for s in change(a, 'token_shift')
+            if s in change(a)]
+    r, ci, n = pearson([m for m, _ in runs], [d for _, d in runs])
+    out['mismatch_vs_change'] = {'r': r, 'ci95': ci, 'runs': n, 'interval': "Fisher's z",
+                                 'what': 'per run: the change of the per-token shift (cooled, late minus early) '
+                                         'against the change of its area, over the runs with dropout'}
+    return out
 
 
 def primary_task(run, cfg):
@@ -192,14 +278,15 @@ def summarize(runs, cfg, study_argv):
     outcomes under the pre-registered rule with the tests against the control."""
     arms_out, per_run, primary = {}, {}, {}
     for run in runs:
-        arm = arms_out.setdefault(run['arm'], {'overrides': cfg['arms'][run['arm']], 'seeds': [], 'pending_seeds': [],
-                                               'tasks': {}})
+        name = point_name(run)
+        arm = arms_out.setdefault(name, {'arm': run['arm'], 'point': run.get('point'), 'overrides': cfg['arms'][run['arm']],
+                                         'seeds': [], 'pending_seeds': [], 'tasks': {}})
         if 'eval' not in run:
             arm['pending_seeds'].append(run['seed'])
             continue
         arm['seeds'].append(run['seed'])
-        per_run.setdefault(run['arm'], {})[run['seed']] = run_outcome(run, cfg)
-        primary.setdefault(run['arm'], {})[primary_task(run, cfg)] = None
+        per_run.setdefault(name, {})[run['seed']] = run_outcome(run, cfg)
+        primary.setdefault(name, {})[primary_task(run, cfg)] = None
         if 'mismatch' in run:
             arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
         for task, accs in run['eval']['length_eval'].items():
@@ -218,12 +305,14 @@ def summarize(runs, cfg, study_argv):
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
     add_outcomes(arms_out, per_run, cfg, study_argv)
-    if cfg['deteriorate_multiple']:
-        det = deterioration(runs, cfg)
-        ctrl = det.get(cfg['control'])
+    if cfg['deteriorate_multiple']:        # the rule on the quick evals: of whole runs or trunks, not of branches
+        det = deterioration([r for r in runs if not isinstance(r.get('point'), int)], cfg)
         for name, arm in arms_out.items():
+            if isinstance(arm['point'], int):
+                continue
             d = arm['deterioration'] = det.get(name, {'count': 0, 'of': 0, 'seeds': []})
-            if ctrl and name != cfg['control'] and d['of'] and ctrl['of']:
+            ctrl = det.get(arm.get('vs_control', {}).get('control'))
+            if ctrl and d['of'] and ctrl['of']:
                 d['fisher_p'] = fisher_exact(d['count'], d['of'] - d['count'], ctrl['count'], ctrl['of'] - ctrl['count'])
     for name, arm in arms_out.items():
         arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
@@ -247,8 +336,13 @@ def summarize(runs, cfg, study_argv):
                      if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
+    rule.update(delta=cfg['delta'], families=cfg['families'],
+                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (within its family) is <= "
+                      f"{TESTS['alpha']}, 'equivalent within +-{cfg['delta']:g}' where its 90% interval lies inside, "
+                      f"else 'not resolved' with its 95% interval")
+    snapshots = any(isinstance(a['point'], int) for a in arms_out.values())
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
                      'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
-            'rule': rule, 'arms': arms_out}
+            'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {})}

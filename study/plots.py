@@ -8,23 +8,40 @@ import statistics
 
 import eval_lengths
 import rundir
+from study.outcomes import range_text
 
 
 def step_curves(runs):
     """{arm: {task: {'<m>x': {seed: {iter: accuracy}}}}}: each finished run's quick length eval from
-    its log.jsonl, to that run's own end (runs that fit later train longer)."""
+    its log.jsonl, to that run's own end (runs that fit later train longer), and under the key
+    '<a>x-<b>x (mean)' its mean over the quick eval's multiples. In a study of snapshots, the trunks'
+    (a cooldown branch is a short tail of its trunk)."""
     curves = {}
     for run in runs:
         path = os.path.join(run['dir'], 'log.jsonl')
-        if run['state'] != 'done' or not os.path.exists(path):
+        if run['state'] != 'done' or not os.path.exists(path) or isinstance(run.get('point'), int):
             continue
         for rec in rundir.read_log(path, float('inf')):
+            if rec.get('final'):                                   # the final eval has other multiples
+                continue
             for task, accs in (rec.get('length_eval') or {}).items():
+                by_m = curves.setdefault(run['arm'], {}).setdefault(task, {})
                 for m, a in accs.items():
-                    if a is not None and not rec.get('final'):      # the final eval has other multiples
-                        curves.setdefault(run['arm'], {}).setdefault(task, {}).setdefault(m, {}) \
-                              .setdefault(run['seed'], {})[rec['iter']] = a
+                    if a is not None:
+                        by_m.setdefault(m, {}).setdefault(run['seed'], {})[rec['iter']] = a
+                if len(accs) > 1 and None not in accs.values():
+                    key = f"{min(accs, key=lambda m: int(m[:-1]))}-{max(accs, key=lambda m: int(m[:-1]))} (mean)"
+                    by_m.setdefault(key, {}).setdefault(run['seed'], {})[rec['iter']] = sum(accs.values()) / len(accs)
     return curves
+
+
+def median_while_most_train(per_seed):
+    """-> (steps, medians) of a set of runs' curves {seed: {iter: value}}, only at the steps where at
+    least half of the runs are still training: past that, a median of the last runs standing is theirs
+    alone, not the arm's."""
+    steps = sorted({it for pts in per_seed.values() for it in pts})
+    kept = [it for it in steps if 2 * sum(it in p for p in per_seed.values()) >= len(per_seed)]
+    return kept, [statistics.median(p[it] for p in per_seed.values() if it in p) for it in kept]
 
 
 def dots_with_median(ax, x, values, color, label=None, jitter=0.04, half=0.3):
@@ -36,51 +53,79 @@ def dots_with_median(ax, x, values, color, label=None, jitter=0.04, half=0.3):
 
 def plot(results, curves, out):
     """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
-    run, so a mean with a band would hide them), area_by_arm.png (each run's area and each arm's median
-    range, in the study's arm order: along the dial in a regime map) and accuracy_vs_step.png (every
-    run's quick eval to its own end, each arm's median bold)."""
-    def by_length(ax, task):
-        for i, (name, arm) in enumerate(results['arms'].items()):
+    run, so a mean with a band would hide them; the range threshold dotted), area_by_arm.png (each
+    run's area and each arm's median range, in the study's arm order: along the dial in a regime map;
+    in a study of snapshots each run's line from its early to its late cooled area) and
+    accuracy_vs_step.png (every run's quick eval to its own end, each arm's median bold where at least
+    half of its runs still train)."""
+    arms, long = results['arms'], results.get('long')
+    base = {n: a.get('arm', n) for n, a in arms.items()}      # (a study summarized before snapshots: the name)
+    colour = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(base.values()))}   # one colour per arm
+    tasks = list(dict.fromkeys(t for a in arms.values() for t in a['tasks']))
+    # a study of snapshots: one panel per task and cooled point (its early and late snapshot), else per task
+    panels = {f"{t}, cooled at +{p}": (t, p) for t in tasks for p in (long['early'], long['late'])} if long else \
+        {t: (t, None) for t in tasks}
+
+    def by_length(ax, panel):
+        task, point = panels[panel]
+        for name, arm in arms.items():
             pts = sorted((int(m), p) for m, p in arm['tasks'].get(task, {}).items())
-            if not pts:
+            if not pts or arm.get('point') != point:
                 continue
-            xs, color = [m for m, _ in pts], f"C{i}"
+            xs, color = [m for m, _ in pts], colour[base[name]]
             for seed in pts[0][1]['per_seed']:
                 ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
             medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
             ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{name} (median of {len(arm['seeds'])} seeds)")
             ax.set_xticks(xs, [f"{m}x" for m in xs])
             ax.minorticks_off()
+        ax.axhline(results['rule']['range_threshold'], color='grey', ls=':', lw=1,
+                   label=f"range threshold {results['rule']['range_threshold']:g}")
 
-    def by_step(ax, panel):          # every run thin to its own end, each arm's median over its runs bold
+    def by_step(ax, panel):          # every run thin to its own end, each arm's median bold while most still train
         task, m = panel.split(' at ')
-        for i, (name, by_task) in enumerate(curves.items()):
-            per_seed = by_task.get(task, {}).get(m, {})
+        for name, by_task in curves.items():
+            per_seed, color = by_task.get(task, {}).get(m, {}), colour.get(name, 'k')
             for pts in per_seed.values():
-                ax.plot(list(pts), list(pts.values()), color=f"C{i}", lw=0.7, alpha=0.35)
-            steps = sorted({it for pts in per_seed.values() for it in pts})
+                ax.plot(list(pts), list(pts.values()), color=color, lw=0.7, alpha=0.35)
+            steps, medians = median_while_most_train(per_seed)
             if steps:
-                ax.plot(steps, [statistics.median(p[it] for p in per_seed.values() if it in p) for it in steps],
-                        color=f"C{i}", lw=2, label=f"{name} (median of the runs still training)")
+                ax.plot(steps, medians, color=color, lw=2, label=f"{name} (median, where >= half its runs still train)")
 
     def by_arm(ax, panel):            # every run's area a dot, each arm's median a bar, its median range above
-        arms = [(n, a) for n, a in results['arms'].items() if a['area']['per_seed']]
-        for i, (name, arm) in enumerate(arms):
+        shown = [(n, a) for n, a in arms.items() if a['area']['per_seed']]
+        for i, (name, arm) in enumerate(shown):
             areas = list(arm['area']['per_seed'].values())
-            dots_with_median(ax, i, areas, f"C{i}")
-            ax.text(i, min(0.97, max(areas) + 0.04), f"range {arm['range']['median']:g}x", ha='center', fontsize=8)
-        ax.set_xticks(range(len(arms)), [n for n, _ in arms], fontsize=8)
+            dots_with_median(ax, i, areas, colour[base[name]])
+            ax.text(i, min(0.97, max(areas) + 0.04), f"range {range_text(arm['range'])}", ha='center', fontsize=8)
+        ax.set_xticks(range(len(shown)), [n for n, _ in shown], fontsize=8)
 
-    tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
-    if any(a['area']['per_seed'] for a in results['arms'].values()):
-        eval_lengths.plot_panels([f"area per run (mean accuracy over {', '.join(f'{m}x' for m in results['eval']['multiples'])})"],
-                                 by_arm, os.path.join(out, 'area_by_arm.png'), 'arm', 'area (dot: one run; bar: median)',
-                                 log2=False)
-    if tasks:
-        eval_lengths.plot_panels(tasks, by_length, os.path.join(out, 'accuracy_vs_length.png'),
-                                 'length (multiple of the training length)', 'accuracy (thin: one run each)')
-    panels = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
-                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, int(tm[1][:-1])))
+    def early_late(ax, panel):        # each run a line from its cooled early area to its cooled late one
+        at = {(a['arm'], a['point']): a['area']['per_seed'] for a in arms.values()}
+        for i, arm in enumerate(colour):
+            early, late = at.get((arm, long['early']), {}), at.get((arm, long['late']), {})
+            for seed in (s for s in early if s in late):
+                ax.plot([i - 0.2, i + 0.2], [early[seed], late[seed]], color=colour[arm], lw=0.8, alpha=0.5, marker='o', ms=3)
+            for x, areas in ((i - 0.2, early), (i + 0.2, late)):
+                if areas:
+                    ax.plot([x - 0.12, x + 0.12], [statistics.median(areas.values())] * 2, color=colour[arm], lw=2.5)
+        ax.set_xticks(range(len(colour)), [f"{a}\n+{long['early']} | +{long['late']}" for a in colour], fontsize=8)
+
+    if any(a['area']['per_seed'] for a in arms.values()):
+        mults = ', '.join(f'{m}x' for m in results['eval']['multiples'])
+        if long:
+            eval_lengths.plot_panels([f"each run cooled at +{long['early']} (left) and at +{long['late']} (right) steps "
+                                      f"past the fit"], early_late, os.path.join(out, 'area_by_arm.png'), 'arm',
+                                     f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
+        else:
+            eval_lengths.plot_panels([f"area per run (mean accuracy over {mults})"], by_arm, os.path.join(out, 'area_by_arm.png'),
+                                     'arm', 'area (dot: one run; bar: median)', log2=False)
     if panels:
-        eval_lengths.plot_panels([f"{t} at {m}" for t, m in panels], by_step, os.path.join(out, 'accuracy_vs_step.png'),
+        eval_lengths.plot_panels(list(panels), by_length, os.path.join(out, 'accuracy_vs_length.png'),
+                                 'length (multiple of the training length)', 'accuracy (thin: one run each)')
+    order = lambda m: int(m[:-1]) if m[:-1].isdigit() else 1 << 20     # noqa: E731  (the mean last)
+    steps = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
+                   key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, order(tm[1])))
+    if steps:
+        eval_lengths.plot_panels([f"{t} at {m}" for t, m in steps], by_step, os.path.join(out, 'accuracy_vs_step.png'),
                                  'training step', 'accuracy (thin: one run each)', log2=False)

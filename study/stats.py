@@ -18,8 +18,14 @@ def mean_std(xs):
 TESTS = {'alpha': 0.05, 'power': 0.8}     # a dict, not config keys: fixed with the tests they size
 
 
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # t_0.975, df 1..30
+# Student t quantiles for df 1..30: t_0.975 (the 95% interval) and t_0.95 (the 90% interval of two one-sided tests)
+T_QUANTILES = {0.975: (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+                       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+                       2.045, 2.042),
+               0.95: (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761,
+                      1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701,
+                      1.699, 1.697)}
+Z_QUANTILES = {0.975: 1.959963984540054, 0.95: 1.6448536269514722}
 
 
 def fisher_exact(a, b, c, d):
@@ -46,24 +52,71 @@ def wilson(k, n, z=1.959963984540054):
     return [0.0 if k == 0 else centre - half, 1.0 if k == n else centre + half]   # exact ends, no float dust
 
 
-def mean_ci(xs, clip=True):
-    """-> (mean, 95% Student t interval, clipped to [0, 1] for accuracies unless clip=False (a
-    difference)); the interval needs 2 values."""
+def mean_ci(xs, clip=True, level=0.95):
+    """-> (mean, Student t interval at `level` (0.95 or 0.90), clipped to [0, 1] for accuracies unless
+    clip=False (a difference)); the interval needs 2 values."""
     if not xs:
         return None, None
     m, sd = mean_std(xs)
     if sd is None:
         return m, None
-    df = len(xs) - 1
-    z = 1.959963984540054
-    t = T975[df - 1] if df <= len(T975) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-    half = t * sd / math.sqrt(len(xs))
-    return m, [max(0.0, m - half), min(1.0, m + half)] if clip else [m - half, m + half]
+    lo, hi = t_interval(m, sd, len(xs), level)
+    return m, [max(0.0, lo), min(1.0, hi)] if clip else [lo, hi]
+
+
+def t_interval(m, sd, n, level=0.95):
+    """The Student t interval at `level` (0.95 or 0.90) of a mean m of n values with sample sd."""
+    df, q = n - 1, {0.95: 0.975, 0.90: 0.95}[level]
+    z, table = Z_QUANTILES[q], T_QUANTILES[q]      # past the table, the Cornish-Fisher expansion in 1/df
+    t = table[df - 1] if df <= len(table) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    half = t * sd / math.sqrt(n)
+    return [m - half, m + half]
 
 
 def fmt_p(p):
     """A p-value as the tables print it: 3 decimals, or 2 significant digits below 0.001."""
     return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def verdict(t, delta):
+    """The label of a paired test as results.json holds it (difference, sd, seeds, ci95, p_holm); a
+    study summarized before labels were written gets its 90% interval from its sd and seeds."""
+    if 'label' in t:
+        return t['label']
+    ci90 = t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90) if t['sd'] is not None else None
+    return label(t.get('p_holm', t['p']), ci90, t['ci95'], delta)
+
+
+def label(p_holm, ci90, ci95, delta, alpha=0.05):
+    """A comparison's verdict, read from its test and its intervals, never from a p-value alone:
+    'higher' / 'lower' where the Holm-adjusted p is <= alpha (the sign of the interval's centre);
+    'equivalent within +-delta' where the 90% interval lies inside (-delta, +delta) (two one-sided
+    tests at alpha); else 'not resolved: [a, b]' with the 95% interval."""
+    if ci95 is None:
+        return 'not resolved: one seed'
+    if p_holm is not None and p_holm <= alpha:
+        return 'higher' if ci95[0] + ci95[1] > 0 else 'lower'
+    if -delta < ci90[0] and ci90[1] < delta:
+        return f"equivalent within +-{delta:g}"
+    return f"not resolved: [{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
+
+
+def pearson(xs, ys):
+    """-> (r, its 95% interval by Fisher's z, n): the linear correlation of paired values; the
+    interval needs 4 pairs and values that vary."""
+    n = len(xs)
+    if n < 3:
+        return None, None, n
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    if not sxx or not syy:
+        return None, None, n
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    if n < 4 or abs(r) == 1:
+        return r, None, n
+    z, half = math.atanh(r), Z_QUANTILES[0.975] / math.sqrt(n - 3)
+    return r, [math.tanh(z - half), math.tanh(z + half)], n
 
 
 def holm(ps):
@@ -140,7 +193,7 @@ def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
     needs to reach alpha at all: its smallest p is 2 / 2^n (6 seeds at 0.05). None when sd is unknown."""
     if sd is None:
         return None
-    z = {0.05: 1.959963984540054}[alpha] + {0.8: 0.8416212335729143}[power]
+    z = {0.05: Z_QUANTILES[0.975]}[alpha] + {0.8: 0.8416212335729143}[power]
     return max(math.ceil(math.log2(2 / alpha)), math.ceil((z * sd / shift) ** 2))
 
 

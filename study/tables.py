@@ -4,8 +4,8 @@ support in words, the accuracy per length and seed, and the train-vs-eval mismat
 """
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
-from study.outcomes import SHIFT
-from study.stats import fmt_p
+from study.outcomes import SHIFT, range_text
+from study.stats import fmt_p, verdict
 
 
 def fmt_ci(x, ci):
@@ -53,40 +53,48 @@ def area_table(results):
     control paired by seed (the primary test, Holm over the arms), with never-fit runs left out and
     counted as 0."""
     rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
+    shift = rule.get('delta', SHIFT)       # (studies summarized before delta was set in the config: SHIFT)
+    controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
     lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
-             f"area - {c or 'control'}, paired (mean [95% CI]) | paired p (Holm) | seeds for {SHIFT:g} | "
-             f"never fit as 0: paired p |", '| --- |' + ' --- |' * 7]
+             f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | seeds for {shift:g} | "
+             f"never fit as 0: paired p |", '| --- |' + ' --- |' * 8]
     for name, arm in results['arms'].items():
         a = arm['area']
         sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
         cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}",
-                 '-' if arm['range']['median'] is None else f"{arm['range']['median']:g}x"]
+                 range_text(arm['range'])]
         v = (arm.get('vs_control') or {}).get('area') or {}
         t, t0 = v.get('left_out'), v.get('never_fit_as_0')
-        if name == c:
-            cells += ['control', '-', '-', '-']
-        elif t:
+        if t:
             ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
-            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds)", f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})",
-                      str(t['seeds_for_power'] or '-'), fmt_p(t0['p']) if t0 else '-']
+            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
+                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), str(t['seeds_for_power'] or '-'),
+                      fmt_p(t0['p']) if t0 else '-']
         else:
-            cells += ['-'] * 4
+            cells += ['control' if name in controls else '-'] + ['-'] * 4
         lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
               f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= {rule['range_threshold']:g} there "
               f"and at every shorter one. Each point is {n} held-out examples, so its eval standard error is at most "
               f"{0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most {0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. "
               f"Paired: per-seed differences from {c or 'the control'} (a seed fixes the initial weights and the batches in every "
-              f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested; seeds for {SHIFT:g}: paired seeds that "
-              f"80% power at alpha 0.05 would need to detect an area shift of {SHIFT:g} at this spread (normal approximation; at least 6, the fewest at which the sign-flip test can reach 0.05). "
+              f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
+              f"{rule.get('label', f'higher / lower where Holm p <= 0.05, equivalent within +-{shift:g} where the 90% interval lies inside, else not resolved with the 95% interval')}; seeds for {shift:g}: paired seeds that "
+              f"80% power at alpha 0.05 would need to detect an area shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the sign-flip test can reach 0.05). "
               f"Never fit as 0: the same test with never-fit runs counted as failures (area 0).", '']
     return lines
 
 
+def control_of(results, name):
+    """The arm a tested arm was compared with: its own point's control in a study of snapshots."""
+    return results['arms'][name].get('vs_control', {}).get('control', results['rule']['control'])
+
+
 def what_tests_support(results):
-    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support, each area
+    comparison with the label its interval gives."""
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
-    m = rule['extrap_multiple']
+    m, delta = rule['extrap_multiple'], rule.get('delta', SHIFT)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
     never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
              for n, a in arms.items() if a['never_fit']]
@@ -95,48 +103,43 @@ def what_tests_support(results):
                    f"finished runs never fit ({'; '.join(never)}).")
     if not c:
         return ' '.join(out + ['No control is set, so nothing is tested.'])
-    if c not in arms or not arms[c]['extrapolates']['of']:
+    compared = {n: a['vs_control'] for n, a in arms.items() if a.get('vs_control')}
+    if not any(arms[control_of(results, n)]['extrapolates']['of'] for n in compared):
         return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
-    areas = {n: a['vs_control']['area']['left_out'] for n, a in arms.items()
-             if n != c and a['vs_control']['area']['left_out']}
+    areas = {n: v['area']['left_out'] for n, v in compared.items() if v['area']['left_out']}
     if areas:               # the primary outcome first (a deterioration study's is its rule: the area comes second)
-        sig = {n: t for n, t in areas.items() if t['p_holm'] <= alpha}
-        label = ('The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
-                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
-        out += [f"{label}: {n}'s is {'above' if t['difference'] > 0 else 'below'} {c}'s by "
-                f"{t['difference']:+.3f}" + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
-                + f" ({len(t['seeds'])} seeds, sign-flip p = {fmt_p(t['p'])}, {fmt_p(t['p_holm'])} after Holm)."
-                for n, t in sig.items()]
-        rest = {n: t for n, t in areas.items() if n not in sig}
-        if rest:
-            best = min(rest, key=lambda n: rest[n]['p_holm'])
-            out.append(f"{'No other' if sig else 'No'} arm's area differs from {c}'s at alpha {alpha} after Holm; the "
-                       f"smallest adjusted p is {fmt_p(rest[best]['p_holm'])} ({best}, difference "
-                       f"{rest[best]['difference']:+.3f}, raw p {fmt_p(rest[best]['p'])}).")
+        head = (f"The area paired by seed (primary at +{results['long']['late']}, cooled; the other points secondary)"
+                if 'long' in results else
+                'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
+                if 'deteriorates' in rule else 'Primary, the area paired by seed')
+        out.append(f"{head} ({rule.get('label', f'labels from the interval, delta {delta:g}')}): " + '; '.join(
+            f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
+            + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
+            + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})" for n, t in areas.items()) + '.')
         out.append("Secondary:")
-    k0, n0 = arms[c]['extrapolates']['count'], arms[c]['extrapolates']['of']
-    tested = {n: a['vs_control'] for n, a in arms.items() if n != c and a['vs_control']['fisher']}
-    untested = [n for n in arms if n != c and n not in tested]
+    tested = {n: v for n, v in compared.items() if v['fisher']}
+    untested = [n for n in arms if n not in tested and n not in {control_of(results, t) for t in compared}]
     if untested:
         out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
     if not tested:
         return ' '.join(out)
     sig = [n for n, v in tested.items() if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
     for n in sig:
-        e, f = arms[n]['extrapolates'], tested[n]['fisher']
-        out.append(f"{n} extrapolates {'more' if e['share'] > arms[c]['extrapolates']['share'] else 'less'} often than {c} "
-                   f"({e['count']}/{e['of']} vs {k0}/{n0} fit runs; Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
+        e, f, k = arms[n]['extrapolates'], tested[n]['fisher'], arms[control_of(results, n)]['extrapolates']
+        out.append(f"{n} extrapolates {'more' if e['share'] > k['share'] else 'less'} often than {control_of(results, n)} "
+                   f"({e['count']}/{e['of']} vs {k['count']}/{k['of']} fit runs; Fisher p = {fmt_p(f['p'])}, "
+                   f"{fmt_p(f['p_holm'])} after Holm).")
     rest = [n for n in tested if n not in sig]
     if rest:
         best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
-        out.append(f"{'No other' if sig else 'No'} arm differs from {c} in how often it extrapolates at alpha {alpha} after "
-                   f"Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw "
-                   f"{fmt_p(tested[best]['fisher']['p'])}).")
+        out.append(f"{'No other' if sig else 'No'} arm differs from its control in how often it extrapolates at alpha "
+                   f"{alpha} after Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} "
+                   f"({best}, raw {fmt_p(tested[best]['fisher']['p'])}).")
         floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
         if floor:
             out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
-                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {n0}: smallest possible p "
-                                   f"{fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {arms[control_of(results, n)]['extrapolates']['of']}"
+                                   f": smallest possible p {fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
                        + ": there the test could not have found a difference, whatever the effect.")
     for test, what in (('permutation', f"mean {m}x accuracy of fit runs"), ('paired', f"paired {m}x accuracy (seeds fit in both)")):
         ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
@@ -145,14 +148,59 @@ def what_tests_support(results):
         low = [n for n, p in ps.items() if p <= alpha]
         if low:
             out.append(f"By the {what}: " + '; '.join(
-                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {c} (difference "
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {control_of(results, n)} (difference "
                 f"{tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
                 + f", uncorrected for the {len(ps)} arm(s) tested.")
         else:
             best = min(ps, key=ps.get)
-            out.append(f"No arm differs from {c} by {what} at alpha {alpha} ({test} test; the smallest p, uncorrected, "
-                       f"is {fmt_p(ps[best])}, {best}).")
+            out.append(f"No arm differs from its control by {what} at alpha {alpha} ({test} test; the smallest p, "
+                       f"uncorrected, is {fmt_p(ps[best])}, {best}).")
     return ' '.join(out)
+
+
+def diff_cells(t, delta):
+    """A paired test's cells: mean [95% CI], seeds, p (Holm), verdict."""
+    if not t:
+        return ['-'] * 4
+    ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
+    holm = f" ({fmt_p(t['p_holm'])})" if t.get('p_holm') not in (None, t['p']) else ''
+    return [f"{t['difference']:+.3f}{ci}", str(len(t['seeds'])), fmt_p(t['p']) + holm, verdict(t, delta)]
+
+
+def long_training_tables(results):
+    """A study of trunks with cooled snapshots: each run's change from its early to its late cooled
+    snapshot, against 0 and against the control's; the cooldown's effect; the mismatch's growth."""
+    L, c = results['long'], results['rule']['control']
+    e, late, delta = L['early'], L['late'], L['delta']
+    lines = ['**Long training**', '', f"Each arm at +{late} against {c} at +{late} is in the tables above (the rows "
+             f"'<arm> +{late}'). Claim 1, deterioration: per run, its area cooled at +{late} minus its area cooled at "
+             f"+{e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired by "
+             f"seed (Holm within each family). Verdicts: {results['rule']['label']}.", '',
+             f"| arm | change +{e} -> +{late} (mean [95% CI]) | seeds | p | verdict | against {c}'s change (mean [95% CI]) "
+             f"| seeds | p (Holm) | verdict | family |", '| --- |' + ' --- |' * 9]
+    for arm, t in L['change'].items():
+        v = L['change_vs_control'].get(arm)
+        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-'] if v
+                                                                         else ['control' if arm == c else '-'] + ['-'] * 4))
+                     + ' |')
+    lines += ['', f"Secondary, the cooldown: the area cooled at +{late} minus the trunk's own final eval (at its stop, "
+              f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a high-learning-"
+              f"rate effect? Compare the rows '<arm> +{late}' and '<arm> ... uncooled' above.", '',
+              '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
+    lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
+    if L['mismatch']:
+        lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
+                  f"layers, floor subtracted; none for no dropout): its mean at +{e} and +{late}, and its growth per run.", '',
+                  f"| arm | token shift +{e} | token shift +{late} | growth (mean [95% CI]) | seeds | p | verdict |",
+                  '| --- |' + ' --- |' * 6]
+        for arm, m in L['mismatch'].items():
+            at = ['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()]
+            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], delta)) + ' |')
+        r = L['mismatch_vs_change']
+        lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
+                  f"dropout): " + ('too few runs' if r['r'] is None else f"r = {r['r']:+.2f}" + (
+                      f" [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] (95%, Fisher's z)" if r['ci95'] else '')) + '.']
+    return lines + ['']
 
 
 def format_markdown(results):
@@ -162,11 +210,13 @@ def format_markdown(results):
              f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
     lines += ['**What the tests support**', '', what_tests_support(results), '']
+    if 'long' in results:
+        lines += long_training_tables(results)
     if 'deteriorates' in results['rule']:
         lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
             f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
             + (f" (Fisher p = {fmt_p(a['deterioration']['fisher_p'])} against {results['rule']['control']})"
-               if 'fisher_p' in a['deterioration'] else '') for n, a in results['arms'].items()) + '.', '']
+               if 'fisher_p' in a['deterioration'] else '') for n, a in results['arms'].items() if 'deterioration' in a) + '.', '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
         lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',

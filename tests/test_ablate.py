@@ -14,7 +14,7 @@ import ablate as abl           # the module; ablate() below runs the script
 import rundir
 import train
 from ablate import main as ablate_main
-from study import launch, outcomes, stats, tables
+from study import launch, outcomes, plots, stats, tables
 from study.runs import state
 from configurator import configure, settings_of
 
@@ -406,7 +406,7 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
             fake_run(tmp_path, 'wd', 2, 1.0, 0.5, log(0.1, 0.9, 0.6, 0.9, 0.6))]             # never two in a row
     outcomes.find_fit(runs)
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'fit_accuracy', 'extrap_threshold',
-                                           'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals')}
+                                           'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals', 'delta', 'families')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16, 'deteriorate_multiple': 4,
             'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
     res = outcomes.summarize(runs, cfg, ['study.py'])
@@ -431,7 +431,8 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold',
-                                           'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals')}
+                                           'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals', 'delta',
+                                           'families')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
     res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
@@ -475,11 +476,11 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
     assert 'Pre-registered rule: a run fits at the first quick eval where the 1x accuracy' in md
-    assert "No arm's area differs from none's at alpha 0.05 after Holm; the smallest adjusted p is 1.000 (vpad, " \
-           "difference +0.185, raw p 1.000). Secondary:" in md                    # the primary outcome first
+    assert "Primary, the area paired by seed (from the paired difference: 'higher' / 'lower' where" in md
+    assert "vpad against none, not resolved: [" in md and "(2 seeds, p 1.000, Holm 1.000). Secondary:" in md   # primary first
     assert 'at 16x on the run\'s first eval task is >= 0.9; control: none.' in md
     assert '2 of 7 finished runs never fit (vpad seed 3; wd seed 1)' in md
-    assert 'No arm differs from none in how often it extrapolates at alpha 0.05 after Holm correction; ' \
+    assert 'No arm differs from its control in how often it extrapolates at alpha 0.05 after Holm correction; ' \
            'the smallest adjusted p is 0.400 (vpad, raw 0.400)' in md
     assert 'no outcome could reach p <= 0.05 for vpad (2 vs 3: smallest possible p 0.100)' in md
     assert 'Not tested (no fit run measured at 16x): wd.' in md
@@ -501,6 +502,49 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
 
 
 
+def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_arms_at_the_late_point(tmp_path):
+    """Planted areas on 6 seeds: the control loses 0.1 of area from its +1000 to its +10000 snapshot
+    (lower), vpad keeps it (its change against the control's: higher, family 'sites'), none_wd loses
+    0.2 (lower than the control's change, in its own family); every cooldown adds 0.05 to the
+    trunk's uncooled area; the arms are compared at +10000 against none +10000; vpad's per-token
+    shift grows with its loss of area, so their correlation is measured over its runs."""
+    def run(arm, seed, point, area, shift=None):
+        name = arm if point is None else f"{arm}/{point}"
+        r = fake_run(tmp_path, name, seed, 1.0, 2 * area - 1.0, fit_log(100))     # area: the mean of 1x and 16x
+        cfg = {'steps_after_fit': 10000}
+        r.update(arm=arm, point=point, cfg=cfg, **({'mismatch': {'token_shift': shift}} if shift is not None else {}))
+        return r
+    runs, noise = [], [0.004, -0.003, 0.002, -0.001, 0.003, -0.002]
+    for s, n in zip(range(1, 7), noise):
+        for arm, early, late in (('none', 0.6, 0.5 + n), ('vpad', 0.6, 0.6 + n), ('none_wd', 0.6, 0.4 + n)):
+            runs += [run(arm, s, 1000, early, 0.1 if arm == 'vpad' else None),
+                     run(arm, s, 10000, late, 0.1 + 0.5 * (0.6 - late) + 0.01 * s if arm == 'vpad' else None),
+                     run(arm, s, 'trunk', late - 0.05)]
+    outcomes.find_fit(runs)
+    cfg = configure(abl.study_settings(), []) | {
+        'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}, 'none_wd': {'weight_decay': 0.1}}, 'extrap_multiple': 16,
+        'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}, 'early_snapshot': 1000, 'late_snapshot': 10000,
+        'deteriorate_multiple': 4}
+    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    assert set(res['arms']) == {f"{a} {p}" for a in cfg['arms'] for p in ('+1000', '+10000', '+10000 uncooled')}
+    late = res['arms']['vpad +10000']['vs_control']
+    assert (late['control'], late['family'], late['area']['left_out']['label']) == ('none +10000', 'sites', 'higher')
+    L = res['long']
+    assert L['change']['none']['difference'] == pytest.approx(-0.1 + sum(noise) / 6) and L['change']['none']['label'] == 'lower'
+    assert L['change']['vpad']['label'] == 'equivalent within +-0.05'
+    assert (L['change_vs_control']['vpad']['label'], L['change_vs_control']['vpad']['family']) == ('higher', 'sites')
+    assert L['change_vs_control']['none_wd']['label'] == 'lower' and 'none' not in L['change_vs_control']
+    assert {a: t['difference'] for a, t in L['cooldown'].items()} == pytest.approx(dict.fromkeys(cfg['arms'], 0.05))
+    assert set(L['mismatch']) == {'vpad'} and L['mismatch_vs_change']['runs'] == 6
+    assert L['mismatch_vs_change']['r'] == pytest.approx(stats.pearson(
+        [0.5 * -n + 0.01 * s for s, n in zip(range(1, 7), noise)], noise)[0])
+    md = tables.format_markdown(res)
+    assert '**Long training**' in md and '| vpad | +0.00' in md and '| sites |' in md
+    assert 'none +10000 uncooled 0 of 6' in md and 'none +1000 0 of' not in md     # the old rule: on trunks only
+    plots.plot(res, plots.step_curves(runs), str(tmp_path))             # the deterioration picture and the curves
+    assert set(plots.step_curves(runs)) == set(cfg['arms'])             # of the trunks alone
+
+
 def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
     """Its config's verdict is the deterioration rule; the area is secondary there and primary elsewhere."""
     with open(os.path.join(ROOT, 'results', 'study_wd_sensitive', 'results.json')) as f:
@@ -508,7 +552,8 @@ def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
     text = tables.what_tests_support(res)
     assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
     del res['rule']['deteriorates']
-    assert 'Primary, the area paired by seed: vpad' in tables.what_tests_support(res)
+    assert 'Primary, the area paired by seed (labels from the interval, delta 0.05): none_wd against none, lower: ' \
+           '-0.102 [-0.143, -0.061] (12 seeds, p 9.8e-04, Holm 0.003)' in tables.what_tests_support(res)
 
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
 

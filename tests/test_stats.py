@@ -48,14 +48,40 @@ def test_holm_on_a_known_vector():
 
 def test_t_interval_matches_scipy():
     # scipy.stats.t.ppf(0.975, df) rounded to 3 places is the table; past df 30 a Cornish-Fisher expansion
-    assert stats.T975[0] == 12.706 and stats.T975[29] == 2.042
+    assert stats.T_QUANTILES[0.975][0] == 12.706 and stats.T_QUANTILES[0.975][29] == 2.042
+    assert stats.T_QUANTILES[0.95][0] == 6.314 and stats.T_QUANTILES[0.95][29] == 1.697    # scipy t.ppf(0.95, df)
     mean, ci = stats.mean_ci([0.62, 0.91, 0.75])
     # scipy.stats.t.interval(0.95, 2, loc=mean, scale=scipy.stats.sem(xs)) = (0.39916, 1.12084); clipped at 1
     assert mean == pytest.approx(0.76) and ci == pytest.approx([0.39916, 1.0], abs=1e-3)
+    # scipy.stats.t.interval(0.90, 2, ...) = (0.515115, 1.004885), unclipped for a difference
+    assert stats.mean_ci([0.62, 0.91, 0.75], clip=False, level=0.90)[1] == pytest.approx([0.515115, 1.004885], abs=1e-3)
     assert stats.mean_ci([0.5]) == (0.5, None) and stats.mean_ci([]) == (None, None)
     xs = [0.1 * (i % 7) for i in range(61)]                       # df 60: scipy t.ppf(0.975, 60) = 2.000298
     m, sd = stats.mean_std(xs)
     assert stats.mean_ci(xs)[1][0] == pytest.approx(m - 2.000298 * sd / math.sqrt(61), abs=1e-5)
+    assert stats.mean_ci(xs, level=0.90)[1][0] == pytest.approx(m - 1.670649 * sd / math.sqrt(61), abs=1e-5)  # t.ppf(0.95, 60)
+
+
+def test_pearson_and_its_fisher_z_interval_match_scipy():
+    # scipy.stats.pearsonr(x, y): statistic 0.9969028, confidence_interval(0.95) (0.9706172, 0.9996774)
+    r, ci, n = stats.pearson([1, 2, 3, 4, 5, 6], [2.1, 3.9, 6.2, 7.8, 10.5, 11.7])
+    assert (r, n) == (pytest.approx(0.9969028, abs=1e-6), 6) and ci == pytest.approx([0.9706172, 0.9996774], abs=1e-6)
+    assert stats.pearson([1, 2], [3, 4]) == (None, None, 2) and stats.pearson([1, 1, 1], [1, 2, 3])[0] is None
+
+
+@pytest.mark.parametrize('d, holm_of, expected', [
+    ([0.09, 0.11, 0.10, 0.12, 0.08, 0.10, 0.09, 0.11], 1, 'higher'),           # every seed up: p = 2/256
+    ([-0.09, -0.11, -0.10, -0.12, -0.08, -0.10, -0.09, -0.11], 3, 'lower'),    # Holm over 3 still <= 0.05
+    ([0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0], 1, 'equivalent within +-0.05'),
+    ([0.2, -0.15, 0.1, -0.2, 0.05, 0.15, -0.1, 0.0], 1, 'not resolved: '),     # wide: neither
+    ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 16, 'not resolved: [+0.0'),         # p 1/32, but Holm over 16 families
+])
+def test_each_verdict_label_comes_from_planted_per_seed_differences(d, holm_of, expected):
+    """Labels read from the interval: higher / lower only where Holm's p <= 0.05, equivalent where the
+    90% interval lies inside +-delta, and otherwise the 95% interval itself, never 'no effect'."""
+    p, _ = stats.sign_flip_test(d)
+    (_, ci95), (_, ci90) = stats.mean_ci(d, clip=False), stats.mean_ci(d, clip=False, level=0.90)
+    assert stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05).startswith(expected)
 
 
 def test_permutation_test_exact_by_hand_and_against_scipy():
