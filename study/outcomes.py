@@ -13,11 +13,8 @@ import eval_lengths
 import rundir
 from study.evals import MISMATCH
 from study.runs import SCHEDULING
-from study.stats import (TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson, permutation_test,
+from study.stats import (DELTA, TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson, permutation_test,
                          seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
-
-SHIFT = 0.05    # the area shift a study should detect: the seeds its power needs are printed for it
-
 
 def find_fit(runs):
     """run['fit_iter'] of every finished run (train.py notes it in each log record; None: never
@@ -70,16 +67,6 @@ def area_and_range(curve, threshold):
             break
         reach = m
     return area, reach
-
-
-def range_text(rng):
-    """An arm's median range ({'per_seed': {seed: multiple}}) as evaluated multiples: '8x', or '8x-16x'
-    where the median of an even count falls between two (12x was never evaluated)."""
-    values = sorted(rng['per_seed'].values())
-    if not values:
-        return '-'
-    lo, hi = statistics.median_low(values), statistics.median_high(values)
-    return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
 def spread(values):
@@ -146,7 +133,7 @@ def versus_control(arm, ctrl, paired, delta):
     return out
 
 
-def area_test(x, y, shift=SHIFT):
+def area_test(x, y, shift=DELTA):
     """An area against another, paired by seed (a seed fixes the initial weights and the batches in
     every arm; within one run, its early and late snapshots): sign-flip test over the per-seed
     differences, their mean with its 95% and 90% t intervals, the seeds 80% power needs for a shift

@@ -8,7 +8,7 @@ import statistics
 
 import eval_lengths
 import rundir
-from study.outcomes import range_text
+from study.stats import range_text
 
 
 def step_curves(runs):

@@ -7,6 +7,7 @@ a handful of seeds per arm, so per-run outcomes and exact tests, not a mean +- s
 import itertools
 import math
 import random
+import statistics
 
 
 def mean_std(xs):
@@ -71,6 +72,19 @@ def t_interval(m, sd, n, level=0.95):
     t = table[df - 1] if df <= len(table) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
     half = t * sd / math.sqrt(n)
     return [m - half, m + half]
+
+
+DELTA = 0.05    # the smallest area difference of interest, where a study's config (or its results.json) sets none
+
+
+def range_text(rng):
+    """An arm's median range ({'per_seed': {seed: multiple}}) as evaluated multiples: '8x', or '8x-16x'
+    where the median of an even count falls between two (12x was never evaluated)."""
+    values = sorted(rng['per_seed'].values())
+    if not values:
+        return '-'
+    lo, hi = statistics.median_low(values), statistics.median_high(values)
+    return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
 def fmt_p(p):

@@ -4,8 +4,7 @@ support in words, the accuracy per length and seed, and the train-vs-eval mismat
 """
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
-from study.outcomes import SHIFT, range_text
-from study.stats import fmt_p, verdict
+from study.stats import DELTA, fmt_p, range_text, verdict
 
 
 def fmt_ci(x, ci):
@@ -53,7 +52,7 @@ def area_table(results):
     control paired by seed (the primary test, Holm over the arms), with never-fit runs left out and
     counted as 0."""
     rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
-    shift = rule.get('delta', SHIFT)       # (studies summarized before delta was set in the config: SHIFT)
+    shift = rule.get('delta', DELTA)       # (studies summarized before delta was set in the config)
     controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
     lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
              f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | seeds for {shift:g} | "
@@ -94,7 +93,7 @@ def what_tests_support(results):
     """One paragraph: the pre-registered rule, then only what the tests' numbers support, each area
     comparison with the label its interval gives."""
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
-    m, delta = rule['extrap_multiple'], rule.get('delta', SHIFT)
+    m, delta = rule['extrap_multiple'], rule.get('delta', DELTA)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
     never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
              for n, a in arms.items() if a['never_fit']]

@@ -12,10 +12,11 @@ the point of the map its recipe sits at.
 """
 
 import json
+import math
 import os
 import sys
 
-from study.stats import fisher_exact, fmt_p, holm, seeds_for_power
+from study.stats import DELTA, fisher_exact, fmt_p, holm, range_text, verdict, wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -37,44 +38,73 @@ MAP = 'study_regime'
 AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 
-def verdict(t, ceiling):
-    if ceiling:
-        return 'untestable on this recipe: the control is at ceiling'
-    if t['p_holm'] <= ALPHA:
-        return f"{'longer' if t['difference'] > 0 else 'shorter'} extrapolation (p_Holm <= {ALPHA})"
-    return 'no difference detected' if (t['seeds_for_power'] or 0) <= len(t['seeds']) else 'inconclusive: underpowered'
+def newcombe(k1, n1, k2, n2):
+    """95% interval of the difference of two shares k1/n1 - k2/n2 from their Wilson intervals (Newcombe's
+    hybrid score interval): it stays inside [-1, 1] and is not zero-width at 0/n or n/n."""
+    (l1, u1), (l2, u2), p1, p2 = wilson(k1, n1), wilson(k2, n2), k1 / n1, k2 / n2
+    return [p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)]
 
 
 def deterioration_rows(name, claim, res):
+    """A study judged by the deterioration rule on its quick evals (counts, Fisher, Holm over its pairs):
+    'higher' / 'lower' (the share that deteriorates) where Holm's p <= 0.05, else 'not resolved' with
+    the 95% interval of the difference of the shares."""
     link, arms = f"[{name}](results/{name}/README.md)", res['arms']
-    tests = []                                   # (a, b, their counts, Fisher p, fit runs per arm 80% power needs)
+    tests = []                                   # (a, b, their counts, Fisher p)
     for a, b in DETERIORATION_PAIRS[name]:
         da, db = arms[a]['deterioration'], arms[b]['deterioration']
         if da['of'] and db['of']:
-            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'], db['count'], db['of'] - db['count']),
-                          seeds_for_power(da['count'] / da['of'], db['count'] / db['of'])))
+            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'], db['count'], db['of'] - db['count'])))
     out = []
-    for (a, b, da, db, p, n), p_holm in zip(tests, holm([t[4] for t in tests])):
-        more = da['count'] / da['of'] > db['count'] / db['of']
-        verdict = (f"deteriorates {'more' if more else 'less'} often (p_Holm <= {ALPHA})" if p_holm <= ALPHA else
-                   'neither arm deteriorates: the rule never fired' if da['count'] == db['count'] == 0 else
-                   'every run deteriorates in both arms: the rule cannot tell them apart'
-                   if (da['count'], db['count']) == (da['of'], db['of']) else
-                   'no difference detected' if n is None or isinstance(n, int) and n <= min(da['of'], db['of']) else
-                   'inconclusive: underpowered')
-        out.append(f"| {claim} | {link} | {a} vs {b}: deteriorate {da['count']}/{da['of']} vs {db['count']}/{db['of']} "
-                   f"fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs {arms[b]['area']['mean']:.3f} "
+    for (a, b, da, db, p), p_holm in zip(tests, holm([t[4] for t in tests])):
+        lo, hi = newcombe(da['count'], da['of'], db['count'], db['of'])
+        verdict = ('higher' if da['count'] / da['of'] > db['count'] / db['of'] else 'lower') if p_holm <= ALPHA else \
+            f"not resolved: [{lo:+.2f}, {hi:+.2f}]"
+        out.append(f"| {claim} | {link} | {a} vs {b}: share that deteriorates {da['count']}/{da['of']} vs {db['count']}/"
+                   f"{db['of']} fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs {arms[b]['area']['mean']:.3f} "
                    f"| {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm | {verdict} |")
     return out
+
+
+def paired_row(claim, link, what, t, delta, holm_p=True):
+    """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives."""
+    ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
+    return (f"| {claim} | {link} | {what}, {t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | "
+            f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {verdict(t, delta)} |")
+
+
+def long_rows(name, claims, res):
+    """A study of cooled snapshots. Claim 1 (claims[0]): each run's change from its early to its late
+    cooled area, the control's against 0 and each arm's against the control's, and the area late of
+    the arms outside the sites family (weight decay); claims 3-4 (claims[1]): each site's cooled area
+    late against the control's."""
+    link, L, c, delta = f"[{name}](results/{name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
+    e, late = L['early'], L['late']
+    area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late}
+    change = L['change'][c]
+    claim_1 = [paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late} steps past the fit, "
+                                           f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
+                                           f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False)]
+    claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta) for a, t in L['change_vs_control'].items()]
+    sites = []
+    for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
+        for a in arms:
+            t = area[a]['vs_control']['area']['left_out']
+            row = paired_row(claims[1] if family == 'sites' else claims[0], link, f"{a} vs {c}, cooled area at +{late}: "
+                             f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta)
+            (sites if family == 'sites' else claim_1).append(row)
+    return claim_1 + sites
 
 
 def rows(name, claim, res):
     if name in DETERIORATION_PAIRS:
         return deterioration_rows(name, claim, res)
+    if 'long' in res:
+        return long_rows(name, claim, res)
     link = f"[{name}](results/{name}/README.md)"
-    arms, control = res['arms'], res['rule']['control']
+    arms, control, delta = res['arms'], res['rule']['control'], res['rule'].get('delta', DELTA)
     if not control:     # a map: each arm's area and range
-        cells = '; '.join(f"{n} {a['area']['mean']:.2f} ({a['range']['median']:g}x)" for n, a in arms.items()
+        cells = '; '.join(f"{n} {a['area']['mean']:.2f} ({range_text(a['range'])})" for n, a in arms.items()
                           if a['area']['mean'] is not None)
         seeds = max(a['fit'] for a in arms.values())
         return [f"| {claim} | {link} | area (range) per arm: {cells} | - | - | {seeds} per arm | a map: no test |"]
@@ -85,10 +115,9 @@ def rows(name, claim, res):
         t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
         if n == control or not t:
             continue
-        ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
-        out.append(f"| {claim} | {link} | {n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}, "
-                   f"{t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | {fmt_p(t['p_holm'])} | {len(t['seeds'])} paired "
-                   f"| {verdict(t, ceiling)} |")
+        what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
+        row = paired_row(claim, link, what, t, delta)
+        out.append(row.rsplit(' | ', 1)[0] + ' | untestable on this recipe: the control is at ceiling |' if ceiling else row)
     return out
 
 
@@ -96,12 +125,14 @@ def table():
     lines = ['| claim | study | effect: area (mean accuracy over 1x..64x) against the control\'s, paired difference '
              '[95% CI] | paired p | Holm | seeds | verdict |',
              '| --- | --- | --- | --- | --- | --- | --- |']
+    last = None
     for name, claim in STUDIES:
         res = load(name)
-        if res:
-            study = rows(name, claim, res)
-            # the claim and the study once, on the study's first row
-            lines += study[:1] + [r.replace(f"| {claim} | [{name}](results/{name}/README.md) |", '| | |', 1) for r in study[1:]]
+        for row in rows(name, claim, res) if res else []:
+            claim_cell, study_cell, rest = row.split(' | ', 2)
+            # the claim and the study once, on the first of their rows
+            lines.append('| | | ' + rest if (claim_cell, study_cell) == last else row)
+            last = claim_cell, study_cell
     return '\n'.join(lines)
 
 

@@ -136,18 +136,18 @@ def fake_results(ctrl_median, ctrl_pass, t):
                                                                    'vs_control': {'area': {'left_out': t}}}}}
 
 
-def test_verdict_rows_say_untestable_at_ceiling_and_detected_only_after_holm():
+def test_verdict_rows_say_untestable_at_ceiling_and_read_their_label_from_the_interval():
     from study import verdicts
-    t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'p': 0.001, 'p_holm': 0.003, 'seeds': list(range(1, 13)),
+    t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'sd': 0.047, 'p': 0.001, 'p_holm': 0.003, 'seeds': list(range(1, 13)),
          'seeds_for_power': 4}
     row, = verdicts.rows('s', 'claim', fake_results(0.41, 3, t))
-    assert '| 0.001 | 0.003 | 12 paired | longer extrapolation (p_Holm <= 0.05) |' in row and '+0.080 [+0.050, +0.110]' in row
+    assert '| 0.001 | 0.003 | 12 paired | higher |' in row and '+0.080 [+0.050, +0.110]' in row
     assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.97, 3, t))[0]     # median area >= 0.95
     assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]    # every run passes
-    weak = dict(t, p=0.03, p_holm=0.09)
-    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| no difference detected |')
-    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, dict(weak, seeds_for_power=40)))[0].endswith(
-        '| inconclusive: underpowered |')
+    weak = dict(t, p=0.03, p_holm=0.09)               # Holm > 0.05, and the 90% interval (+0.056, +0.104) reaches past 0.05
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| not resolved: [+0.050, +0.110] |')
+    small = dict(weak, difference=0.01, ci95=[-0.02, 0.04], sd=0.047)   # 90% interval +0.01 +- 0.024: inside +-0.05
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith('| equivalent within +-0.05 |')
 
 
 def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it_differs_from_by_one_setting():
@@ -156,17 +156,40 @@ def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it
     res = {'arms': {'none': arm(0, 0.42), 'none_wd': arm(1, 0.41), 'vpad': arm(2, 0.43), 'vpad_wd': arm(10, 0.30)}}
     none_wd, vpad_wd, vpad = verdicts.rows('study_wd_sensitive', 'claim', res)
     p = stats.fisher_exact(10, 2, 2, 10)                  # vpad_wd against vpad, not against none
-    assert f'vpad_wd vs vpad: deteriorate 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 vs 0.430 | {p:.3f} |' in vpad_wd
-    assert p < 0.05 / 3 and vpad_wd.endswith('| deteriorates more often (p_Holm <= 0.05) |')
-    assert none_wd.endswith('| inconclusive: underpowered |')   # 1/12 vs 0/12: no 12 seeds could tell
+    assert f'vpad_wd vs vpad: share that deteriorates 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 vs 0.430 | ' \
+           f'{p:.3f} |' in vpad_wd
+    assert p < 0.05 / 3 and vpad_wd.endswith('| higher |')
+    lo, hi = verdicts.newcombe(1, 12, 0, 12)                   # 1/12 vs 0/12: the interval of the shares' difference
+    assert none_wd.endswith(f'| not resolved: [{lo:+.2f}, {hi:+.2f}] |') and lo < 0 < hi
+    # Newcombe (1998), Statistics in Medicine 17:873, table II, method 10: 56/70 - 48/80 and 9/10 - 3/10
+    assert verdicts.newcombe(56, 70, 48, 80) == pytest.approx([0.0524, 0.3339], abs=5e-5)
+    assert verdicts.newcombe(9, 10, 3, 10) == pytest.approx([0.1705, 0.8090], abs=5e-5)
     small = verdicts.rows('study_wd_sensitive', 'claim', {'arms': dict(res['arms'], none=arm(11, 0.42))})[2]
     assert f"| {stats.fmt_p(stats.fisher_exact(2, 10, 11, 1))} |" in small and '| 0.000 |' not in small   # p < 0.001 keeps its digits
-    res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: no power to see weight decay hasten it
-    assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| neither arm deteriorates: the rule never fired |')
-    res['arms']['none']['deterioration']['count'] = res['arms']['none_wd']['deterioration']['count'] = 12
-    assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| every run deteriorates in both arms: the rule cannot tell them apart |')
+    res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: the rule never fired, nothing is resolved
+    assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| not resolved: [-0.24, +0.24] |')
     res['arms']['vpad_wd']['deterioration']['of'] = 0          # never fit: that comparison is left out
     assert [r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)] == ['none_wd vs none', 'vpad vs none']
+
+
+def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
+    from study import verdicts
+    t = lambda d, p: {'difference': d, 'ci95': [d - 0.02, d + 0.02], 'sd': 0.03, 'p': p, 'p_holm': p,   # noqa: E731
+                      'seeds': list(range(1, 13))}
+    at = lambda arm, area, test=None: {'arm': arm, 'point': 10000, 'area': {'mean': area},   # noqa: E731
+                                       **({'vs_control': {'area': {'left_out': test}}} if test else {})}
+    res = {'rule': {'control': 'none', 'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}},
+           'arms': {'none +10000': at('none', 0.40), 'vpad +10000': at('vpad', 0.50, t(0.10, 0.001)),
+                    'none_wd +10000': at('none_wd', 0.30, t(-0.10, 0.002))},
+           'long': {'early': 1000, 'late': 10000, 'delta': 0.05, 'change': {'none': t(-0.10, 0.001)},
+                    'change_vs_control': {'vpad': t(0.01, 0.6), 'none_wd': t(-0.10, 0.002)}}}
+    rows = verdicts.rows('study_long', ('claim 1', 'claims 3-4'), res)
+    assert [r.split(' | ')[0] for r in rows] == ['| claim 1'] * 4 + ['| claims 3-4']
+    assert 'none: cooled area at +1000 -> +10000 steps past the fit, 0.500 -> 0.400, -0.100 [-0.120, -0.080] | 0.001 | - |' \
+        in rows[0] and rows[0].endswith('| lower |')
+    assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith('| equivalent within +-0.05 |')
+    assert 'none_wd vs none, cooled area at +10000: 0.300 vs 0.400, -0.100' in rows[3] and rows[3].endswith('| lower |')
+    assert 'vpad vs none, cooled area at +10000: 0.500 vs 0.400, +0.100' in rows[4] and rows[4].endswith('| higher |')
 
 
 def test_the_readme_verdict_table_is_what_the_committed_results_give():
