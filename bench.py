@@ -11,6 +11,8 @@ comes and goes on a shared machine hits every variant alike, and print the media
 are not ranked. Rerun before believing a small difference.
 """
 
+import contextlib
+import io
 import os
 import statistics
 import subprocess
@@ -21,10 +23,11 @@ import torch
 import torch.nn.functional as F
 
 import model as M
+from configurator import configure, settings_of
 from model import GPT, GPTConfig, SITES, ssd_scan, ssd_scan_sequential
 
-# The earlier main run's transformer (config/niah_128.py: window 64, NoPE every 2nd layer) and
-# config/mamba2.py's Mamba2, both at width 128, depth 4: the shapes of results/bench
+# The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
+# config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
 TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2, short_conv=0)
 MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, headdim=32, chunk_size=64)
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -135,11 +138,16 @@ def saved_for_backward_bytes(fn, exclude):
 
 
 def read_config(name):
-    """The settings config/<name>.py assigns (it may exec another config, as gpu_mamba2_4k does)."""
-    cfg = {}
-    with open(os.path.join(ROOT, 'config', name + '.py')) as f:
-        exec(f.read(), {'open': lambda p: open(os.path.join(ROOT, p))}, cfg)
-    return cfg
+    """The settings of a run of config/<name>.py, read as train.py reads them (from the repo root: a
+    config may run another, as gpu_mamba2_4k runs gpu_vpad_4k)."""
+    import train
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return configure(settings_of(vars(train)), [os.path.join('config', name + '.py')])
+    finally:
+        os.chdir(cwd)
 
 
 def bench_saved():
@@ -324,7 +332,6 @@ def bench_gpu_4k(device, peak_flops):
 
 
 if __name__ == '__main__':
-    from configurator import configure
     cpu = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
                scan=bench_scan, memory=bench_memory)
     gpu = dict(gpu_sites=bench_gpu_sites, gpu_4k=bench_gpu_4k)

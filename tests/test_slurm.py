@@ -1,7 +1,7 @@
 """ablate.py --launcher=slurm against a real one-node Slurm started by study/slurm_start.sh (root,
 Debian's slurm-wlm). Marked `slurm`: the default `python -m pytest -q` leaves them out, `.ci/run`
 starts the cluster and runs them with `-m slurm`; where the cluster cannot be had they skip with
-one line that says why. Each grid is a tiny run of config/niah_128.py, one CPU per job."""
+one line that says why. Each grid is a tiny run of tests/base_config.py, one CPU per job."""
 import json
 import os
 import subprocess
@@ -37,7 +37,7 @@ def cluster():
 
 def study(tmp_path, name, arms=None, seeds='1', **common):
     path = tmp_path / f'{name}.py'
-    path.write_text(f"base_config = 'config/niah_128.py'\n"
+    path.write_text(f"base_config = 'tests/base_config.py'\n"
                     f"arms = {arms or {'none': {}}!r}\n"
                     f"common = {dict(TINY, data_dir=str(tmp_path / 'data'), **common)!r}\n"
                     f"seeds = {seeds!r}\n"

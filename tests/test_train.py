@@ -41,11 +41,11 @@ DONE = ['--max_iters=2', '--eval_interval=2', '--dropout_site=none']
 
 @pytest.fixture(scope='module')
 def done_run(data_dir, tmp_path_factory):
-    """A finished 2-step run on the fixture's data (config/niah_128.py, TINY, DONE), shared: a test
+    """A finished 2-step run on the fixture's data (tests/base_config.py, TINY, DONE), shared: a test
     that changes it works on a copy."""
     out_dir = str(tmp_path_factory.mktemp('done') / 'run')
     with contextlib.redirect_stdout(io.StringIO()):
-        train_here(['config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}'])
+        train_here(['tests/base_config.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}'])
     return out_dir
 
 
@@ -125,7 +125,7 @@ def params(out_dir):
 def test_resume_continues_exactly(data_dir, tmp_path):
     """N steps + resume + N steps == 2N steps: same losses, same weights. Dropout is on, and the
     checkpoint holds no RNG state: the masks are drawn again from (seed, step, micro-batch)."""
-    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
+    common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
     whole, split = str(tmp_path / 'whole'), str(tmp_path / 'split')
     run(*common, f'--out_dir={whole}', '--max_iters=6')
     run(*common, f'--out_dir={split}', '--max_iters=3')
@@ -167,7 +167,7 @@ def test_ddp_two_processes_match_one_with_dropout_and_resume(data_dir, tmp_path)
     micro-batch's gradient is the same up to the factor world_size (a power of 2, so exact), and the
     all-reduce adds the two in float64 where one process adds them. The val loss after the resume
     reads the same 8 rows in one batch rather than two: equal within float32 rounding."""
-    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
+    common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=3', '--dropout=0.2']
     two_micro = ['--batch_size=4', '--gradient_accumulation_steps=2', '--eval_iters=2']
     one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
     threads = torch.get_num_threads()
@@ -195,7 +195,7 @@ def test_loss_is_the_mean_over_the_steps_answer_tokens(tmp_path):
     micro-batch of 8 rows, 2 of 4 and 4 of 2 give the same step (no dropout: masks differ by split)."""
     d = str(tmp_path / 'mix')
     sample_data.prepare(d, 160, 20000, tasks='niah_single,niah_multivalue', data_seed=1337, progress=False)
-    common = ['config/niah_128.py', *TINY, f'--data_dir={d}', '--num_tokens=20000', '--tasks=niah_single,niah_multivalue',
+    common = ['tests/base_config.py', *TINY, f'--data_dir={d}', '--num_tokens=20000', '--tasks=niah_single,niah_multivalue',
               '--block_size=160', '--eval_tasks=niah_single',
               '--eval_interval=3', '--max_iters=3', '--dropout_site=none']
     dirs = [str(tmp_path / f'g{g}') for g in (1, 2, 4)]
@@ -260,7 +260,7 @@ def test_full_filesystem_mid_run_then_the_advice_resumes_it(data_dir, tmp_path):
                             f.write(b'x' * 65536)
                             f.flush()
             save(state, path)
-        args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=4', '--eval_interval=2',
+        args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=4', '--eval_interval=2',
                 '--dropout_site=none']
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(rundir, 'save_checkpoint', fill_then_save)
@@ -300,7 +300,7 @@ def refused(args, *words):
 
 
 def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
-    base = ['config/niah_128.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
+    base = ['tests/base_config.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
     # the one subprocess case: Python prints the refusal alone on stderr, no traceback
     one_line_error(run(*base, '--dropout_sit=vpad', check=False, env=ONE_THREAD), 'dropout_site')
     refused([*base, '--max_iters=1.5'], 'max_iters', 'int', 'float')
@@ -359,7 +359,7 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, words):
     data = tmp_path / 'data'
-    args = ['config/niah_128.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}', '--max_iters=2']
+    args = ['tests/base_config.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path / "run"}', '--max_iters=2']
     files = {'syntax': "n_layer = (2\n", 'name': "n_layer = two\n", 'nan': "beta1 = float('nan')\n"}
     if case in files:
         bad = tmp_path / 'bad.py'
@@ -381,7 +381,7 @@ def test_out_of_memory_in_the_length_eval_skips_it_and_keeps_training(data_dir, 
             raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 9 GiB')
         return 0.5
     monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
-    out = run('config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2',
+    out = run('tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2',
               '--eval_interval=2', '--dropout_site=none')
     assert 'niah_single at 2x skipped: CUDA out of memory' in out.stdout
     assert log(out_dir)[-1]['length_eval'] == {'niah_single': {'1x': 0.5, '2x': None}}
@@ -399,7 +399,7 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
         calls.append(length)
         return 1.0 if len(calls) > 2 else 0.5     # iters 0 and 2 miss, iter 4 fits
     monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
-    args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
+    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
             '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
     out = run(*args)
     assert 'fit at iter 4' in out.stdout and 'stopping at iter 7' in out.stdout
@@ -410,7 +410,7 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     assert ckpt['iter_num'] == 7 and ckpt['finished'] and ckpt['fit_iter'] == 4
     lrs = [r['lr'] for r in records]            # constant after the warmup until the fit, then down to min_lr at the stop
-    assert lrs[1] == lrs[2] == 3e-3 > lrs[3] > lrs[4] and lrs[4] == pytest.approx(1e-4)   # niah_128's min_lr
+    assert lrs[1] == lrs[2] == 3e-3 > lrs[3] > lrs[4] and lrs[4] == pytest.approx(1e-4)   # the base config's min_lr
     run(*args, '--init_from=resume')
     assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
     assert train.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
@@ -431,7 +431,7 @@ def test_a_resume_whose_log_lost_the_fit_keeps_the_fit_the_checkpoint_saw(data_d
             raise RuntimeError('killed')          # the eval of iter 6, after its checkpoint
         return 1.0 if len(calls) > 2 else 0.5     # iters 0 and 2 miss, iter 4 fits
     monkeypatch.setattr(eval_lengths, 'evaluate', evaluate)
-    args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
+    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
             '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
     with pytest.raises(RuntimeError, match='killed'):
         run(*args)
@@ -472,7 +472,7 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
     scratch with steps_after_fit = 2 + 3, whose decay takes its last 3 steps. A trunk killed after its
     first snapshot and a branch killed mid-decay, each resumed, equal the uninterrupted ones."""
     plant = Planted(monkeypatch)
-    common = ['config/niah_128.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--max_iters=20',
+    common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--max_iters=20',
               '--fit_accuracy=0.9', '--cooldown_iters=3']
     trunk, reference = str(tmp_path / 'trunk'), str(tmp_path / 'reference')
     args = [*common, '--steps_after_fit=6', '--snapshots_after_fit=2,6']
@@ -512,7 +512,7 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
 
 
 def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
-    base = configure(settings_of(vars(train)), ['config/niah_128.py', *TINY, f'--data_dir={tmp_path / "data"}',
+    base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}',
                                                  f'--out_dir={tmp_path / "run"}'])
     for change, words in (({'snapshots_after_fit': '4,2'}, 'increasing positive'),
                           ({'snapshots_after_fit': 'a'}, 'increasing positive'),
@@ -529,7 +529,7 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
     out_dir = shutil.copytree(done_run, tmp_path / 'nan')
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
-    out = run('config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}', '--max_iters=6',
+    out = run('tests/base_config.py', *TINY, *on(data_dir), *DONE, f'--out_dir={out_dir}', '--max_iters=6',
               '--init_from=resume', '--learning_rate=1e30', '--grad_clip=0', '--warmup_iters=0', '--decay_lr=False',
               check=False)
     one_line_error(out, 'diverged', 'ckpt.pt')
@@ -537,10 +537,10 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run,
 
 
 def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
-    """config/niah_128.py with tiny overrides: data generated on first use, log.jsonl, checkpoint, and
+    """tests/base_config.py with tiny overrides: data generated on first use, log.jsonl, checkpoint, and
     eval_lengths.py on the result (by default on the tasks the run trained on)."""
     data, out_dir = str(tmp_path / 'data'), str(tmp_path / 'run')
-    out = run('config/niah_128.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
+    out = run('tests/base_config.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
               '--max_iters=4', '--eval_interval=2', '--loss_on=all', '--dropout_site=none')
     assert f'generating {data} (niah_single' in out.stdout and 'eval 4:' in out.stdout
     records = log(out_dir)
@@ -556,7 +556,7 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
     assert list(res['length_eval']) == ['niah_single'] and list(res['length_eval']['niah_single']) == ['1x', '4x']
     # a second fresh run into the same out_dir would overwrite the checkpoint: refused, nothing lost
     before = open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read()
-    one_line_error(run('config/niah_128.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
+    one_line_error(run('tests/base_config.py', *TINY, f'--data_dir={data}', '--num_tokens=8000', f'--out_dir={out_dir}',
                        '--max_iters=4', check=False), 'already holds a run', 'init_from=resume')
     assert open(os.path.join(out_dir, 'ckpt.pt'), 'rb').read() == before and len(log(out_dir)) == 3
 
@@ -564,14 +564,14 @@ def test_cli_end_to_end_then_eval_lengths_reads_the_run(tmp_path, capsys):
 def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
     """A batch or an eval set that cannot fit, an out_dir that is a file, token files of the right
     size but other bytes: one line each, before any run dir exists; each advice, followed, works."""
-    base = ['config/niah_128.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
+    base = ['tests/base_config.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
     out_dir = tmp_path / 'run'
     refused([*base, f'--out_dir={out_dir}', '--batch_size=100000'], 'batch_size=100000', 'GiB', 'lower batch_size')
     refused([*base, f'--out_dir={out_dir}', '--eval_samples=1000000000'], 'eval_samples=1000000000', 'lower eval_samples')
     (tmp_path / 'file').write_text('')
     refused([*base, f'--out_dir={tmp_path / "file"}'], 'out_dir=', 'is a file')
     same = tmp_path / 'same'               # the corpus lock would wait on the run's own lock forever
-    refused(['config/niah_128.py', *TINY, f'--data_dir={same}', f'--out_dir={same}/'], 'same folder', '--data_dir=')
+    refused(['tests/base_config.py', *TINY, f'--data_dir={same}', f'--out_dir={same}/'], 'same folder', '--data_dir=')
     assert not same.exists()
     assert not out_dir.exists()
     # random bytes where the tokens were, one bit flipped in a mask: the checksums in meta.json say so;
@@ -607,7 +607,7 @@ def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
 
 def test_a_second_process_on_a_run_dir_is_refused_naming_the_first(data_dir, tmp_path):
     out_dir = str(tmp_path / 'run')
-    args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2', '--eval_interval=2']
+    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=2', '--eval_interval=2']
     holder = rundir.DirLock(out_dir)                         # as a train.py or ablate.py running there
     refused(args, f'{out_dir} is in use by process {os.getpid()}', f'kill {os.getpid()}')
     assert os.listdir(out_dir) == [rundir.LOCK]
@@ -619,7 +619,7 @@ def test_a_second_process_on_a_run_dir_is_refused_naming_the_first(data_dir, tmp
 
 def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, done_run, tmp_path):
     dst = str(tmp_path / 'dst')
-    run('config/niah_128.py', *TINY, *on(data_dir), *DONE, f'--out_dir={dst}', f'--init_from={done_run}',
+    run('tests/base_config.py', *TINY, *on(data_dir), *DONE, f'--out_dir={dst}', f'--init_from={done_run}',
         '--dropout_site=pre_linear')
     first = log(dst)[0]
     assert first['iter'] == 0 and first['init_from'] == os.path.abspath(os.path.join(done_run, 'ckpt.pt'))
@@ -632,7 +632,7 @@ def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, d
 
 
 def test_seed_varies_training_but_not_the_corpus(data_dir, done_run, tmp_path):
-    base = ['config/niah_128.py', *TINY, *on(data_dir), *DONE]
+    base = ['tests/base_config.py', *TINY, *on(data_dir), *DONE]
     run(*base, f'--out_dir={tmp_path / "s2"}', '--seed=2')                      # the same data_dir is fine
     assert log(done_run)[-1]['train_loss'] != log(str(tmp_path / 's2'))[-1]['train_loss']
     one_line_error(run(*base, f'--out_dir={tmp_path / "s3"}', '--data_seed=7', check=False), 'data_seed=1337')
@@ -642,7 +642,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     """A window or rope_theta where no attention layer uses RoPE, and an lr_decay_iters the schedule
     ignores, train the model the defaults train: check_config says so, one note each (a note, not
     a refusal: a base config may set them for a recipe that used them)."""
-    base = configure(settings_of(vars(train)), ['config/niah_128.py', *TINY, f'--data_dir={tmp_path / "data"}'])
+    base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}'])
     note = lambda **kw: train.no_effect({**base, **kw})    # noqa: E731
     assert note() == [] and note(window=16) == []           # TINY: nope_every=2, so one layer of two uses RoPE
     assert note(nope_every=1, window=16) == [
@@ -655,7 +655,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     assert note(lr_decay_iters=500, steps_after_fit=100) == [
         'lr_decay_iters=500 has no effect with steps_after_fit=100 (the decay runs after the fit)']
     assert note(lr_decay_iters=500, decay_lr=False) == ['lr_decay_iters=500 has no effect with decay_lr=False']
-    assert note(lr_decay_iters=500) == []                   # niah_128: no steps_after_fit, a cosine over it
+    assert note(lr_decay_iters=500) == []                   # the base config: no steps_after_fit, a cosine over it
     capsys.readouterr()
     train.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
     assert 'note: window=16 has no effect' in capsys.readouterr().out
@@ -712,7 +712,7 @@ def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir,
     that are not records in the log and the dead process's lock file left behind: the resume logs
     iter 2 in full, from the checkpoint, and skips the other lines with a warning each."""
     out_dir = str(shutil.copytree(done_run, tmp_path / 'killed'))
-    base = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', *DONE]
+    base = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', *DONE]
     first, cut = log(out_dir)
     with open(os.path.join(out_dir, 'log.jsonl'), 'w') as f:
         f.write(json.dumps(first) + '\n{}\n[1]\n{"iter": 4, "train_lo')        # torn by the kill
@@ -732,7 +732,7 @@ def test_sigint_ends_with_one_line_whose_command_resumes_the_run(data_dir, tmp_p
     """Ctrl-C: exit code 130, no traceback, one line with the iteration, the checkpoint and the
     command that continues; that command finishes the run with every eval logged once."""
     out_dir = str(tmp_path / 'run')
-    args = ['config/niah_128.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=160', '--eval_interval=20',
+    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=160', '--eval_interval=20',
             '--dropout_site=none', '--log_interval=100']
     proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=ONE_THREAD)

@@ -4,7 +4,7 @@ examples per point): a run deteriorates when its 16x accuracy falls >= 0.2 below
 since the fit for >= 2 consecutive quick evals. Prints each arm's count and Fisher's exact test of
 none_wd against none.
 
-    python results/study_wd/deterioration.py out/study_wd
+    python results/archive/study_wd/deterioration.py out/study_wd
 """
 import glob
 import json
