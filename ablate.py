@@ -89,6 +89,8 @@ deteriorate_evals = 2      # ... at this many quick evals in a row
 delta = 0.05               # the smallest area difference of interest: a comparison whose 90% interval lies inside
                            # +-delta reads "equivalent within +-delta"
 families = {}              # Holm families: name -> the arms tested against the control together ({}: every arm, one family)
+reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's (every setting
+                           # checked equal), trained in its grid if missing; {} trains every arm here
 early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit): deterioration is a run's cooled area
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
                            # and the last snapshot), and the arms are compared at late_snapshot
@@ -104,7 +106,7 @@ from study.evals import evaluate, measure_mismatch  # noqa: E402
 from study.outcomes import find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
-from study.runs import SCHEDULING, command, last_progress, ready, state, tag  # noqa: E402
+from study.runs import SCHEDULING, command, differing, last_progress, ready, state, tag  # noqa: E402
 
 
 def flags(overrides, seed):
@@ -135,9 +137,10 @@ def split_argv(argv, study_keys, train_keys):
     return own, passed, selected
 
 
-def plan(cfg, passed, selected, train_settings):
+def plan(cfg, passed, selected, train_settings, studies=()):
     """Check the whole grid before anything runs. -> [run dicts], in arm-major order; those of
-    arms left out by --arms are marked 'selected': False (summarized if finished, never trained)."""
+    arms left out by --arms are marked 'selected': False (summarized if finished, never trained).
+    studies: the studies whose runs this one reuses, through which it is planned."""
     def fail(msg):
         raise SystemExit(f"config error: {msg}")
     if not cfg['arms']:
@@ -179,6 +182,9 @@ def plan(cfg, passed, selected, train_settings):
         if a not in cfg['arms'] or a == cfg['control']:
             fail(f"families={cfg['families']!r}: each family is a list of the arms tested against control={cfg['control']!r}, "
                  f"other than it ({', '.join(n for n in cfg['arms'] if n != cfg['control'])})")
+    for a in cfg['reuse']:
+        if a not in cfg['arms'] or not isinstance(cfg['reuse'][a], str):
+            fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' (arms: {', '.join(cfg['arms'])})")
     if len(set(in_family)) < len(in_family):
         fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
     if cfg['extrap_multiple'] not in mults:
@@ -217,9 +223,39 @@ def plan(cfg, passed, selected, train_settings):
                 fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks ({', '.join(eval_tasks)})")
             run = {'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
                    'selected': selected is None or arm in selected, 'point': None}
+            if arm in cfg['reuse']:
+                run = reused(cfg, run, train_settings, studies) or run
             runs.append(run)
             runs += branches(run, cfg, train_settings)
     return runs
+
+
+STUDY_CONFIGS = 'config'   # where `reuse` finds a study config by its name
+
+
+def reused(cfg, run, train_settings, studies):
+    """The run of another study that this arm declares it reuses (reuse = {arm: 'study' or 'study/arm'}),
+    for this seed: the source study's own run (its dir and command, so a missing one trains in its grid),
+    once every setting that makes a run is checked equal; None if that study has no such seed."""
+    study, _, arm = cfg['reuse'][run['arm']].partition('/')
+    arm, path = arm or run['arm'], os.path.join(STUDY_CONFIGS, f'{study}.py')
+    why = f"arm '{run['arm']}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r})"
+    if study in studies or not os.path.isfile(path):
+        raise SystemExit(f"config error: {why}, but " + (f"{study} reuses this study's runs in turn" if study in studies
+                                                          else f"there is no {path}"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        source = configure(study_settings(), [path])
+    if arm not in source['arms']:
+        raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: {', '.join(source['arms'])})")
+    if str(run['seed']) not in [s.strip() for s in source['seeds'].split(',')]:
+        return None
+    theirs = next(r for r in plan(source, [], None, train_settings, (*studies, study))
+                  if (r['arm'], r['seed'], r['point']) == (arm, run['seed'], None))
+    differ = [(k, a, b) for k, a, b in differing(theirs['cfg'], run['cfg']) if k != 'seed']
+    if differ:
+        raise SystemExit(f"config error: {why}, but " + ', '.join(f"{k}={a!r} there, {b!r} here" for k, a, b in differ[:4])
+                         + ": make them equal, or train this arm here with --reuse={}")
+    return dict(theirs, arm=run['arm'], selected=run['selected'], reused=f"{study}/{arm}")
 
 
 def branches(trunk, cfg, train_settings):
@@ -398,7 +434,7 @@ def where_grid_stands(runs, argv):
 
 def study_settings():
     """A study config's keys with their defaults: the plain ones, and the dicts arms, common and families."""
-    return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families')}
+    return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families', 'reuse')}
 
 
 def main(argv):

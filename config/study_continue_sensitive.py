@@ -5,7 +5,7 @@
 # paired by base. Does dropout added late move the curve where the control fails (its range: 4x)?
 #   python ablate.py config/study_positive.py --arms=none --workers=2     # the bases, if not done yet
 #   python ablate.py config/study_continue_sensitive.py --workers=2
-exec(open('config/study_sites_sensitive.py').read())   # the recipe, arms, seeds, eval and rule
+base_config = 'config/sensitive.py'
 common = {
     'init_from': 'out/study_positive/none/seed{seed}',   # weights only: fresh optimizer and schedule
     'max_iters': 1000,
@@ -13,6 +13,21 @@ common = {
     'warmup_iters': 50,
     'learning_rate': 1e-3,
 }
+arms = {
+    'none': {'dropout_site': 'none'},
+    'pre_norm': {'dropout_site': 'pre_norm'},
+    'pre_linear': {'dropout_site': 'pre_linear'},
+    'vpad': {'dropout_site': 'vpad'},
+}
+seeds = '1,2,3,4,5,6,7,8,9,10,11,12'
 grid_dir = 'out/study_continue_sensitive'
 results_dir = 'results/study_continue_sensitive'   # summary (committed); checkpoints stay in grid_dir
-# primary: the area paired by base against the none continuation, Holm over the three sites
+multiples = '1,2,4,8,16,32,64'
+eval_samples = 100         # mqar asks 2 keys an example: 200 scored values per point
+# the rule, fixed before the runs (study_positive's): primary, the area paired by base against the none
+# continuation, Holm over the three sites; secondary, the range (>= 0.5) and the share >= 0.75 at 4x
+control = 'none'
+fit_accuracy = 0.95
+extrap_multiple = 4
+extrap_threshold = 0.75
+range_threshold = 0.5

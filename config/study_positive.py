@@ -8,6 +8,7 @@
 base_config = 'config/sensitive.py'
 common = {'dropout_site': 'none'}
 arms = {'none': {}, 'theta_3e4': {'rope_theta': 3e4}}
+reuse = {'none': 'study_regime/theta_1e4'}   # its seeds 1-6 are the regime map's (the same settings, checked)
 seeds = '1,2,3,4,5,6,7,8,9,10,11,12'
 grid_dir = 'out/study_positive'
 results_dir = 'results/study_positive'   # summary (committed); checkpoints stay in grid_dir

@@ -23,6 +23,17 @@ NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interv
 DECIDES_THE_FIT = {'eval_interval', 'eval_tasks', 'eval_samples'}
 
 
+# settings train.py gained after runs were committed: a checkpoint without one trained as this value does
+ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': ''}
+
+
+def differing(saved, wanted):
+    """The settings that make two runs' settings two different runs, not one run executed or logged
+    another way: [(key, saved value, wanted value)]."""
+    free = NOT_THE_RUN - DECIDES_THE_FIT if wanted.get('steps_after_fit') else NOT_THE_RUN
+    return [(k, saved.get(k, ADDED.get(k)), v) for k, v in wanted.items() if k not in free and saved.get(k, ADDED.get(k)) != v]
+
+
 def state(run):
     """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
     run with other settings (it would be mixed into this study's results), unless the run is not
@@ -31,14 +42,12 @@ def state(run):
     if not os.path.exists(path):
         return 'new'
     ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
-    saved, wanted = ckpt['config'], run['cfg']
-    free = NOT_THE_RUN - DECIDES_THE_FIT if wanted.get('steps_after_fit') else NOT_THE_RUN
-    differ = [k for k in wanted if k not in free and saved.get(k) != wanted[k]]
+    differ = differing(ckpt['config'], run['cfg'])
     if differ and not run['selected']:
         return 'other'
     if differ:
         raise SystemExit(f"{run['dir']} was trained with other settings ("
-                         + ", ".join(f"{k}={saved.get(k)!r}, study: {wanted[k]!r}" for k in differ[:4])
+                         + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4])
                          + f"): pick another grid_dir, or delete {run['dir']} to retrain it")
     if not ckpt['finished']:
         return 'partial'

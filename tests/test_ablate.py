@@ -25,10 +25,10 @@ TINY = dict(n_layer=2, n_head=2, n_embd=32, window=32, nope_every=2, batch_size=
 
 
 def study(tmp_path, name='study.py', **extra):
-    """A tiny study config: two arms on config/niah_128.py with tiny overrides, data in tmp_path (no
+    """A tiny study config: two arms on tests/base_config.py with tiny overrides, data in tmp_path (no
     dropout arm: its kernel's compile would double the time of these runs; train.py's tests cover it)."""
     common = dict(TINY, data_dir=str(tmp_path / 'data'))
-    text = (f"base_config = 'config/niah_128.py'\n"
+    text = (f"base_config = 'tests/base_config.py'\n"
             f"arms = {{'none': {{'dropout_site': 'none'}}, 'wd': {{'dropout_site': 'none', 'weight_decay': 0.1}}}}\n"
             f"common = {common!r}\n"
             f"seeds = '1,2'\n"
@@ -352,6 +352,29 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     assert 'not a checkpoint train.py wrote' in e.value.code and '--init_from=scratch' in e.value.code
 
 
+def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equal(tmp_path, monkeypatch):
+    """reuse = {arm: 'study'}: the seeds the source study has are its runs (their dirs, so a missing one
+    trains in its grid); other seeds train here. A setting that differs, or a cycle, is refused in one
+    line that names it and the way out (--reuse={})."""
+    monkeypatch.setattr(abl, 'STUDY_CONFIGS', str(tmp_path))
+    source = study(tmp_path, 'src.py', grid_dir=str(tmp_path / 'src'))
+    here = study(tmp_path, 'here.py', seeds='1,2,3', reuse={'none': 'src'})
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        runs = abl.plan(configure(abl.study_settings(), [here]), [], None, settings_of(vars(train)))
+    finally:
+        os.chdir(cwd)
+    dirs = {(r['arm'], r['seed']): r['dir'] for r in runs}
+    assert dirs[('none', 1)] == str(tmp_path / 'src' / 'none' / 'seed1') and dirs[('none', 3)] == str(tmp_path / 'grid' / 'none' / 'seed3')
+    assert dirs[('wd', 1)] == str(tmp_path / 'grid' / 'wd' / 'seed1') and runs[0]['reused'] == 'src/none'
+    msg = refused(here, '--learning_rate=0.001')
+    assert "arm 'none' reuses src's none runs" in msg and 'learning_rate=0.003 there, 0.001 here' in msg and '--reuse={}' in msg
+    study(tmp_path, 'src.py', reuse={'none': 'here'})                     # src now reuses here in turn
+    assert 'reuses this study' in refused(here) and 'no arm' in refused(study(tmp_path, 'x.py', reuse={'none': 'src/other'}))
+    assert source and 'reuse=' in refused(study(tmp_path, 'y.py', reuse={'nope': 'src'}))
+
+
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
     msg = refused(study(tmp_path, 'fa.py', arms={'none': {'dropout_site': 'none', 'fit_accuracy': 0.5}}))
     assert "arm 'none'" in msg and 'fit_accuracy' in msg and 'study config' in msg
@@ -625,7 +648,7 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
         assert (grid / 'submitit' / f"{info['job_id']}_0_result.pkl").exists()          # each job's function returned
     # the job ran the local path's command, into the run's own train.log
     log = open(run_dir / 'train.log').read()
-    assert log.startswith(f'$ {sys.executable} train.py config/niah_128.py') and '--seed=1' in log.splitlines()[0]
+    assert log.startswith(f'$ {sys.executable} train.py tests/base_config.py') and '--seed=1' in log.splitlines()[0]
     # the eval job wrote the run's cached eval, which the summary read
     rec = json.load(open(run_dir / 'ablate_eval.json'))['record']
     assert {m[:-1]: a for m, a in rec['length_eval']['niah_single'].items()} == \
@@ -664,7 +687,7 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     with open(grid / 'submitit' / '4242_2_submitted.pkl', 'rb') as f:
         fresh, resumed, run_dir, threads = pickle.load(f).args
     assert run_dir == str(grid / 'none' / 'seed2') and threads == 4
-    assert fresh[1:3] == ['train.py', 'config/niah_128.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
+    assert fresh[1:3] == ['train.py', 'tests/base_config.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
     capsys.readouterr()
     # sacct: two still queued or running, one failed, one preempted: only those two go again, as one new array
     (fake / 'sacct').write_text('JobID|State|NodeList\n4242_0|RUNNING|n1\n4242_1|PENDING|None assigned\n'
@@ -778,7 +801,7 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
 
 
 def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(tmp_path):
-    """results/study_wd/deterioration.py: a run deteriorates when its 16x quick eval sits >= 0.2
+    """results/archive/study_wd/deterioration.py: a run deteriorates when its 16x quick eval sits >= 0.2
     below its running maximum since the fit for two evals in a row; one dip, or a dip before the
     fit, does not count; unfinished runs are left out."""
     def rec(it, acc16, fit=0, **extra):
@@ -788,7 +811,7 @@ def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(
     write_log(str(tmp_path / 'none_wd' / 'seed2'), [rec(0, 1.0), rec(1, 0.7), rec(2, 1.0), rec(3, 0.7), final])
     write_log(str(tmp_path / 'none' / 'seed1'), [rec(0, 0.1, fit=None), rec(1, 1.0), rec(2, 0.7), final])
     write_log(str(tmp_path / 'none' / 'seed2'), [rec(0, 1.0), rec(1, 0.1), rec(2, 0.1)])                 # not finished
-    out = subprocess.run([sys.executable, 'results/study_wd/deterioration.py', str(tmp_path)], cwd=ROOT,
+    out = subprocess.run([sys.executable, 'results/archive/study_wd/deterioration.py', str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == 'deteriorate: none_wd 1 of 2, none 0 of 1; Fisher p = 1.000'
