@@ -89,9 +89,11 @@ def configure(settings, argv):
                 _fail(f"'{arg}' is neither a config file (*.py) nor a --key=value override")
             if not os.path.isfile(arg):
                 _fail(f"config file '{arg}' not found (run from the repository root; configs live in config/)")
-            print(f"Overriding config with {arg}:")
             with open(arg) as f:
                 source = f.read()
+            # a config may run another (exec(open('config/vpad.py').read())): the log names every file read
+            read = re.findall(r"""exec\(open\(['"]([^'"]+)['"]\)\.read\(\)\)""", source)
+            print(f"Overriding config with {arg}" + (f" (which reads {', '.join(read)})" if read else '') + ":")
             print(source)
             scope = dict(config)
             try:

@@ -24,6 +24,14 @@ def test_overrides_and_config_files_apply_in_order(tmp_path):
     assert DEFAULTS['batch_size'] == 16          # the defaults are not touched
 
 
+def test_the_log_names_every_config_file_read_also_one_a_config_runs(tmp_path, capsys):
+    base, top = tmp_path / 'base.py', tmp_path / 'top.py'
+    base.write_text("batch_size = 4\n")
+    top.write_text(f"exec(open({str(base)!r}).read())\nout_dir = 'out/y'\n")
+    assert configure(DEFAULTS, [str(top)])['batch_size'] == 4
+    assert f"Overriding config with {top} (which reads {base}):" in capsys.readouterr().out
+
+
 def test_int_is_fine_where_float_expected():
     cfg = configure(DEFAULTS, ['--learning_rate=1'])
     assert cfg['learning_rate'] == 1.0 and isinstance(cfg['learning_rate'], float)
