@@ -107,6 +107,21 @@ def read_log(path, upto):
     return kept
 
 
+def read_json(path, fix, kind=dict):
+    """A JSON file that must hold a `kind` (a summary, a cache): one line naming the file and `fix`
+    when it is missing, cut short or of another shape, never a traceback from inside json."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise SystemExit(f"{path} does not exist; {fix}") from None
+    except (ValueError, OSError) as e:
+        raise SystemExit(f"{path} is not readable JSON ({type(e).__name__}: {first_line(e)}); {fix}") from None
+    if not isinstance(data, kind):
+        raise SystemExit(f"{path} holds a {type(data).__name__}, not a {kind.__name__}; {fix}")
+    return data
+
+
 def save_checkpoint(state, path):
     """torch.save into memory, then write_atomic: a full disk is then a plain OSError (ENOSPC),
     not torch's '[enforce fail at inline_container.cc] unexpected pos' from inside its zip writer."""

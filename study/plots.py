@@ -1,10 +1,14 @@
 """
 A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png and
-accuracy_vs_step.png, from its results.json and its runs' logs.
+accuracy_vs_step.png, from its results.json and its runs' logs. ablate.py draws them after a grid;
+the first two from a committed results.json alone (accuracy_vs_step.png needs the runs' logs):
+
+    python -m study.plots results/<study>/results.json ...
 """
 
 import os
 import statistics
+import sys
 
 import eval_lengths
 import rundir
@@ -129,3 +133,15 @@ def plot(results, curves, out):
     if steps:
         eval_lengths.plot_panels([f"{t} at {m}" for t, m in steps], by_step, os.path.join(out, 'accuracy_vs_step.png'),
                                  'training step', 'accuracy (thin: one run each)', log2=False)
+
+
+def main(paths):
+    if not paths or any(p in ('-h', '--help') for p in paths):
+        raise SystemExit("usage: python -m study.plots results/<study>/results.json ...: redraws accuracy_vs_length.png "
+                         "and area_by_arm.png beside each (accuracy_vs_step.png needs the runs' logs: ablate.py)")
+    for path in paths:
+        plot(rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study"), {}, os.path.dirname(path))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

@@ -1,7 +1,15 @@
 """
 A study's results.json as markdown (results.md): the outcomes table, the area table, what the tests
-support in words, the accuracy per length and seed, and the train-vs-eval mismatch.
+support in words, the accuracy per length and seed, and the train-vs-eval mismatch. ablate.py writes
+it after a grid; from a committed results.json alone (its runs need not be here):
+
+    python -m study.tables results/<study>/results.json ...     # rewrites results.md beside each
 """
+
+import os
+import sys
+
+import rundir
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.stats import DELTA, fmt_p, range_text, verdict
@@ -257,3 +265,18 @@ def format_markdown(results):
     if pending:
         lines.append('Not finished yet (left out above): ' + '; '.join(f"{n} seeds {s}" for n, s in pending.items()))
     return '\n'.join(lines) + '\n'
+
+
+def main(paths):
+    if not paths or any(p in ('-h', '--help') for p in paths):
+        raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: rewrites results.md beside each")
+    for path in paths:
+        results = rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study")
+        out = os.path.join(os.path.dirname(path), 'results.md')
+        with rundir.writing(out, 'the summary', 'rerun this command'):
+            rundir.write_atomic(out, format_markdown(results).encode())
+        print(f"wrote {out}")
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
