@@ -710,6 +710,18 @@ def beyond_reach(meta, reach):
         return None
     return sum(counts[reach + 1:]) / sum(counts)
 
+def rows_with_several_documents(data_dir, block_size):
+    """The share of the training rows (block_size tokens, as train.py draws them) that hold more than
+    one document, counted by their END markers. A row has no document mask: a later document's
+    answer can attend to an earlier one's keys and values, as one sequence of Zoology's MQAR cannot."""
+    end = load_tokenizer(data_dir).encode(END)
+    assert len(end) == 1, "END is one token of the corpus' tokenizer"
+    ids, _ = load_split(data_dir, 'train')
+    n = (len(ids) - 1) // block_size
+    rows = np.asarray(ids[:n * block_size]).reshape(n, block_size)
+    return float(((rows == end[0]).sum(axis=1) > 1).mean())
+
+
 def load_split(data_dir, split):
     """(ids, mask) of 'train' or 'val' as read-only memmaps: uint16 token ids, uint8 loss mask."""
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
@@ -753,7 +765,8 @@ def main(argv):
     print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens to {cfg['data_dir']} "
           f"(vocab {meta['vocab_size']}, tasks {meta['tasks']})")
     print(f"{beyond_reach(meta, reach):.1%} of the training answers' value tokens sit more than {reach} tokens "
-          f"before the position that predicts them")
+          f"before the position that predicts them; {rows_with_several_documents(cfg['data_dir'], cfg['block_size']):.1%} "
+          f"of the training rows hold more than one document")
 
 if __name__ == '__main__':
     main(sys.argv[1:])

@@ -552,3 +552,13 @@ def test_a_full_disk_that_numpy_reports_without_errno_is_named_as_such(tmp_path,
         with rundir.writing(str(tmp_path / "d"), "the corpus", "rerun"):
             raise OSError("131072 requested and 4096 written")
     assert e.value.code == f"cannot write the corpus to {tmp_path / 'd'}: no space left on the device; free some space, then rerun"
+
+
+def test_rows_with_several_documents_counts_the_rows_a_later_answer_could_read_an_earlier_document_in(tmp_path):
+    """min_doc_len at most half a row leaves room for a second document (no document mask separates
+    them); above half, every row holds one document and then noise filler (the mqar recipe: 40 of 64)."""
+    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
+    sd.prepare(one, 64, 20000, tasks='mqar', min_doc_len=40, progress=False)
+    sd.prepare(two, 64, 20000, tasks='mqar', min_doc_len=0, progress=False)
+    assert sd.rows_with_several_documents(one, 64) == 0.0
+    assert 0.5 < sd.rows_with_several_documents(two, 64) < 1.0
