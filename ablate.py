@@ -2,10 +2,10 @@
 A study in one command: a grid of arms x seeds, each an ordinary train.py run, then every run
 evaluated on the same held-out examples and the grid summarized.
 
-    python ablate.py config/ablate_sites.py
-    python ablate.py config/ablate_sites.py --arms=none,vpad --seeds=1,2 --max_iters=300
-    python ablate.py config/ablate_sites.py --dry_run       # the train.py commands, for a cluster
-    python ablate.py config/ablate_sites.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs, via submitit
+    python ablate.py config/study_sites_sensitive.py
+    python ablate.py config/study_sites_sensitive.py --arms=none,vpad --seeds=1,2 --max_iters=300
+    python ablate.py config/study_sites_sensitive.py --dry_run       # the train.py commands, for a cluster
+    python ablate.py config/study_sites_sensitive.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs, via submitit
 
 A study config sets `base_config` (a train.py config), `arms` (name -> train.py overrides),
 `common` (overrides for every arm), `seeds` and `grid_dir`. Any other --key=value that train.py knows
@@ -99,7 +99,9 @@ from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 import sample_data  # noqa: E402
-import train  # noqa: E402  (its settings and checks; its training loop runs in a subprocess)
+import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
+from checks import check_config  # noqa: E402
+from schedule import branch_flags, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import evaluate, measure_mismatch  # noqa: E402
@@ -209,8 +211,9 @@ def plan(cfg, passed, selected, train_settings, studies=()):
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             try:
-                eval_tasks, quick, _ = train.check_config({**run_cfg, 'init_from': 'scratch'},   # init_from: see check_sources
-                                                          here=cfg['launcher'] == 'local')     # a job's node is not this host
+                # init_from: see check_sources; the device and memory only where the runs run here (not a job's node)
+                eval_tasks, quick, _, _ = check_config({**run_cfg, 'init_from': 'scratch'}, train_settings,
+                                                       here=cfg['launcher'] == 'local')
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
@@ -262,7 +265,7 @@ def branches(trunk, cfg, train_settings):
     """The cooldown branches of a trunk run (snapshots_after_fit): each a run of the study, in
     <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k. The trunk is the
     point 'trunk' (its own final eval is the uncooled model at its stop), a branch the point k."""
-    snapshots = train.parse_snapshots(trunk['cfg']['snapshots_after_fit'])
+    snapshots = parse_snapshots(trunk['cfg']['snapshots_after_fit'])
     for key in ('early_snapshot', 'late_snapshot'):
         if cfg[key] and cfg[key] not in snapshots:
             raise SystemExit(f"config error: {key}={cfg[key]} is not a snapshot of arm '{trunk['arm']}' "
@@ -272,7 +275,7 @@ def branches(trunk, cfg, train_settings):
     trunk['point'] = 'trunk'
     out = []
     for k in snapshots:
-        argv = [*trunk['argv'], *train.branch_flags(trunk['cfg'], k)]
+        argv = [*trunk['argv'], *branch_flags(trunk['cfg'], k)]
         with contextlib.redirect_stdout(io.StringIO()):
             run_cfg = configure(train_settings, argv)
         out.append(dict(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk['dir']))

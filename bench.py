@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 import model as M
 from configurator import configure, settings_of
-from model import GPT, GPTConfig, SITES, ssd_scan, ssd_scan_sequential
+from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -243,9 +243,9 @@ def gpu_model(name, **changes):
 
 
 def gpu_step(cfg, batch, T, device, compile):
-    """-> (step, model, run): one training step of a fresh model; run is the model compiled (train.py's
-    CompiledOrEager: on a compiler failure it says so in one line and runs eagerly) or the model."""
-    from train import CompiledOrEager
+    """-> (step, model, run): one training step of a fresh model; run is the model compiled (model.py's
+    CompiledOrEager, as train.py runs it: on a compiler failure it says so in one line and runs eagerly)
+    or the model."""
     torch.manual_seed(0)
     device_type = device.split(':')[0]
     model = GPT(GPTConfig(**{**cfg, 'block_size': T})).to(device)

@@ -30,7 +30,7 @@ per-coordinate mean over all tokens of the batch, taken without gradient.
 Contents, top to bottom: the config; the dropout sites (vpad_reference, the definition, then vpad
 and inverted_dropout); attention (RoPE, full or sliding window, RoPE or NoPE, ShortConv) and the
 SwiGLU MLP; the Mamba2 mixer with its selective scan (ssd_scan_sequential, the definition, then
-ssd_scan); the block and the model; the train-vs-eval mismatch diagnostic (`python model.py`
+ssd_scan); the block and the model; the train-vs-eval mismatch diagnostic (`python mismatch.py`
 prints it). Last, a section to skip on a first read: the fast paths (compiled kernels, the chunked
 scan and the conv with written-out backward passes), each tested against its definition above in
 tests/test_model.py. USE_COMPILE = False runs them op by op.
@@ -388,6 +388,16 @@ class GPT(nn.Module):
                 out.append('N' if not b.mixer.use_rope else ('W' if b.mixer.window else 'R'))
         return out
 
+    def local_reach(self):
+        """How many tokens back the position-bound routes alone can carry information: each sliding-
+        window RoPE layer moves it window - 1 tokens, each attention layer's short convolution
+        short_conv more. None when some layer sees the whole context by position (full-causal RoPE)
+        or carries state (Mamba2): then there is no window to speak of."""
+        layers = self.describe_layers()
+        if set(layers) & {'R', 'M'}:
+            return None
+        return layers.count('W') * (self.config.window - 1) + len(layers) * self.config.short_conv
+
     def get_num_params(self):
         return sum(p.numel() for p in self.parameters())
 
@@ -551,6 +561,29 @@ def compiled(fn):
             return fn(*args)
     run.kernel = None
     return run
+
+
+class CompiledOrEager(nn.Module):
+    """model under torch.compile; if compiling fails (at the first call), one line saying so and the
+    model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
+    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
+    def __init__(self, model, backend='inductor'):
+        super().__init__()
+        self.model = model
+        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
+        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
+            torch._functorch.config.force_non_lazy_backward_lowering = True
+
+    def forward(self, *args):
+        if self.compiled:
+            try:
+                return self.compiled[0](*args)
+            except torch._dynamo.exc.BackendCompilerFailed as e:
+                why = getattr(e, 'inner_exception', None) or e
+                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
+                      f"training without it")
+                self.compiled.clear()
+        return self.model(*args)
 
 # Dropout (vpad, inverted_dropout). On a CPU its cost is the random number generator, not the
 # arithmetic (F.dropout on 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes from
@@ -792,51 +825,3 @@ class _CausalConvSilu(torch.autograd.Function):
 def _skip_gate_norm(y, x, D, z, weight, eps: float):
     y = (y + x * D[:, None]).flatten(2)                                       # (B, T, h p)
     return F.rms_norm(y * F.silu(z), (y.shape[-1],), weight, eps)             # one kernel, and one for backward
-
-if __name__ == '__main__':
-    # python model.py             the diagnostic for a small random model, one column pair per site
-    # python model.py out/vpad    the same for a trained checkpoint, on rows of its validation data
-    import sys, os, numpy as np
-    usage = "python model.py [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
-    if sys.argv[1:] in (['-h'], ['--help']):
-        print(usage)
-        sys.exit(0)
-    if len(sys.argv) > 2 or sys.argv[1:] and sys.argv[1].startswith('-'):
-        raise SystemExit(f"unknown argument(s) {' '.join(sys.argv[1:])}: {usage}")
-    torch.manual_seed(0)
-    if len(sys.argv) > 1:
-        import rundir, sample_data       # a missing or foreign checkpoint is one line, not a traceback
-        ckpt = rundir.load_checkpoint(rundir.ckpt_path(sys.argv[1]), "give the run dir of a train.py run",
-                                      keys=('model', 'model_args', 'config'))
-        cfg = dict(ckpt['model_args'])
-        T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
-        sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone
-        if not os.path.exists(os.path.join(data_dir, 'val.bin')):
-            raise SystemExit(f"{data_dir}/val.bin is missing though {data_dir}/meta.json is there: "
-                             f"delete {data_dir} and rerun this command to generate the run's data again")
-        ids = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
-        idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
-        state, what = ckpt['model'], f"{sys.argv[1]} (trained with {cfg['dropout_site']})"
-    else:
-        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, nope_every=0, short_conv=0, block_pattern='A')
-        idx = torch.randint(0, 512, (8, 256))
-        model = GPT(GPTConfig(**cfg))
-        with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some
-            model.wte.weight += 0.05 * torch.randn(cfg['n_embd'])
-        state, what = model.state_dict(), "random model"
-    cfg['dropout'] = cfg.get('dropout') or 0.1
-    tables = {}
-    for site in SITES:
-        m = GPT(GPTConfig(**{**cfg, 'dropout_site': site}))
-        m.load_state_dict(state)
-        tables[site] = dropout_mismatch(m, idx)
-    cols = ('token_shift', 'mean_shift', 'var_ratio')
-    for where, pre in (("input", ''), ("output (pre-activation)", 'pre_act_')):
-        print(f"\ntrain-vs-eval mismatch at each linear layer's {where}: {what}, dropout={cfg['dropout']}, batch "
-              f"{tuple(idx.shape)}, 32 masks; tok = per-token mean shift, mean = batch mean shift (eval sds, noise floor "
-              f"subtracted; 0 = kept), var = train / eval variance (1 = kept); * = the site's noise does not reach it")
-        print(f"{'layer.' + where.split()[0] + ' of':<18}" + "".join(f"{s + ' tok/mean/var':>30}" for s in SITES))
-        for i, r in enumerate(tables['none']):
-            print(f"{str(r['layer']) + '.' + r['proj']:<18}" + "".join(
-                f"{'' if tables[s][i]['reached'] else '*':>3}" + "".join(f"{tables[s][i][pre + c]:9.4f}" for c in cols)
-                for s in SITES))

@@ -14,6 +14,7 @@ import fcntl
 import io
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -45,7 +46,13 @@ def pick_dtype(dtype, device):
     return 'bfloat16' if str(device).startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
 
 
-CKPT = 'ckpt.pt'      # in a run dir: its checkpoint
+# the files of a run dir: every other module asks for them here
+CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, step, fit)
+LOG = 'log.jsonl'                 # one record per eval: losses, the length eval, the fit
+TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
+TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
+EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
+MISMATCH_CACHE = 'ablate_mismatch.json'
 
 
 def ckpt_path(path):
@@ -105,6 +112,33 @@ def read_log(path, upto):
             elif record['iter'] <= upto:
                 kept.append(record)
     return kept
+
+
+def open_log(log_path, resumed, iter_num):
+    """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
+    run drops what was logged after its checkpoint, in an atomic rewrite. -> {iter: record}"""
+    if not resumed:          # (a checkpoint here was refused before anything was generated)
+        if os.path.exists(log_path):          # a run that died before its first checkpoint
+            os.replace(log_path, log_path + '.old')
+            print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
+        return {}
+    if os.path.exists(log_path):
+        kept = read_log(log_path, iter_num)
+        write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
+        return {r['iter']: r for r in kept}
+    return {}
+
+
+def where_it_stands(argv, out_dir, saved_iter, world_size):
+    """How to go on after an interruption or a disk error: the command that resumes the run from
+    its last checkpoint, or that starts it again when it has none yet."""
+    launch = ['python'] if world_size == 1 else ['torchrun', '--standalone', f'--nproc_per_node={world_size}']
+    if saved_iter is None:
+        return f"start again with: {shlex.join(launch + ['train.py', *argv])} (nothing was saved yet)"
+    argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
+    return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
+            f"of iter {saved_iter}, {os.path.join(out_dir, CKPT)})")
+
 
 
 def read_json(path, fix, kind=dict):

@@ -42,6 +42,7 @@ import sys
 import uuid
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import tiktoken
@@ -720,6 +721,60 @@ def rows_with_several_documents(data_dir, block_size):
     n = (len(ids) - 1) // block_size
     rows = np.asarray(ids[:n * block_size]).reshape(n, block_size)
     return float(((rows == end[0]).sum(axis=1) > 1).mean())
+
+
+class Split(NamedTuple):
+    ids: np.ndarray    # token ids, flat
+    mask: np.ndarray   # 1 where the token is part of an answer
+    n_rows: int        # aligned rows of block_size (+1) tokens
+
+
+def open_corpus(cfg, master, wait=None):
+    """A train.py run's corpus: generated on first use (by rank 0; `wait` lets the others wait), then
+    checked against the run's settings and its checksums. -> (meta, tokenizer, {'train', 'val': Split});
+    anything wrong is one line that says what to do."""
+    try:
+        if master:                    # one process generates a missing corpus; another run that needs it waits
+            make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
+        if wait:
+            wait()
+        meta = load_meta(cfg['data_dir'])
+        check_checksums(cfg['data_dir'], meta)
+        tok = load_tokenizer(cfg['data_dir'])
+    except ValueError as e:
+        raise SystemExit(str(e))
+    wanted = dict(corpus_settings(cfg), tokenizer=build_tokenizer().name)
+    differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
+    if differ:
+        raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
+                         + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
+                         + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
+    data = {}
+    for split in ('train', 'val'):
+        ids, mask = load_split(cfg['data_dir'], split)
+        data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
+        if not data[split].n_rows:
+            raise SystemExit(f"{cfg['data_dir']}/{split}.bin holds {len(ids):,} tokens, less than one row of "
+                             f"block_size={cfg['block_size']} + 1: delete {cfg['data_dir']} and rerun (train.py "
+                             f"generates it again), or raise num_tokens")
+    return meta, tok, data
+
+
+def batch_rows(split, rows, T, loss_on):
+    """Aligned rows of a Split -> x (B, T) and y (B, T), int64, y -1 where no loss is taken."""
+    x = np.stack([split.ids[r * T: r * T + T] for r in rows]).astype(np.int64)
+    y = np.stack([split.ids[r * T + 1: r * T + T + 1] for r in rows]).astype(np.int64)
+    if loss_on == 'answers':
+        m = np.stack([split.mask[r * T + 1: r * T + T + 1] for r in rows])
+        y[m == 0] = -1
+    return x, y
+
+
+def count_targets(split, rows, T, loss_on):
+    """Positions with a loss in these rows: the step's loss is a mean over all of them."""
+    if loss_on == 'all':
+        return len(rows) * T
+    return int(sum(int(split.mask[r * T + 1: r * T + T + 1].sum()) for r in rows))
 
 
 def load_split(data_dir, split):

@@ -1,26 +1,17 @@
 """
 Train a small model from scratch on the synthetic retrieval corpus, watching length
-generalization as it trains. On one CPU or GPU:
+generalization as it trains. On one CPU or GPU, or on several with DDP:
 
-    python train.py config/vpad.py
     python train.py config/vpad.py --dropout_site=pre_norm --out_dir=out/pre_norm
-
-On several GPUs (or CPU processes) of one machine, with DDP:
-
     torchrun --standalone --nproc_per_node=4 train.py config/vpad.py
 
-Every step draws one global batch of batch_size * gradient_accumulation_steps rows, and the
-processes split its rows between them, so the tokens per step do not depend on the number of
-processes. The loss is the mean over the answer tokens of the whole step. What training draws
-(initial weights, batch order, dropout masks) comes from `seed` alone, the corpus from `data_seed`:
-the masks of a step are seeded by (seed, step, micro-batch), so a resumed run continues exactly.
-Every eval_interval the checkpoint is written atomically, then val loss and a quick length eval go
-to out_dir/log.jsonl. The run has fit at the first quick eval whose 1x accuracy reaches fit_accuracy
-on every eval task (logged as fit_iter); with steps_after_fit the learning rate stays constant until
-the fit and decays to min_lr over the steps_after_fit steps after it, where the run stops: runs that
-fit at different steps end after the same training past the fit. init_from='resume' continues
-out_dir's run; init_from=<run dir or ckpt.pt> starts from another run's weights with a fresh
-optimizer and this run's settings.
+Top to bottom: the settings, checked (checks.py); the corpus (sample_data.py); the model, fresh,
+resumed or from another run's weights; the loop. Each step draws batch_size *
+gradient_accumulation_steps rows, split over the processes; what it draws (rows, dropout masks)
+comes from (seed, step), so a resumed run continues exactly. Every eval_interval: the checkpoint
+(atomic), then val loss and a quick length eval to out_dir/log.jsonl. The run fits at the first
+quick eval with 1x >= fit_accuracy; schedule.py turns that into the learning rate, the stop and a
+trunk's snapshots (steps_after_fit, cooldown_iters, snapshots_after_fit).
 """
 
 import json
@@ -32,14 +23,13 @@ import sys
 import time
 from contextlib import nullcontext
 from datetime import timedelta
-from dataclasses import dataclass
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one line, not a traceback from
     # inside the import; rundir.exit_on_signals takes over once the run starts
     signal.signal(signal.SIGINT, lambda *_: sys.exit("stopped while loading torch: nothing was written"))
-import numpy as np  # noqa: E402
+import numpy  # noqa: E402,F401  (before torch: torch's C extension imports numpy and drops a Ctrl-C raised there)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
@@ -121,250 +111,53 @@ peak_flops = 0.0           # the device's peak FLOP/s per process, for MFU in th
 seed = 1337                # seeds initial weights, batch order and dropout masks
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of  # noqa: E402  (after the defaults, as in nanoGPT)
-from model import GPT, GPTConfig  # noqa: E402
+from checks import MODEL_KEYS, check_config  # noqa: E402
+from model import GPT, CompiledOrEager  # noqa: E402
 import sample_data  # noqa: E402
+from schedule import Schedule, branch_flags, branch_overrides  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
-# the settings, checked before anything is generated or written
+# the run's state: what the loop reads and updates, in one place
 
-MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
-POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
-            'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
-            'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
-# sizes past these cannot be built on any machine (a tensor's size overflows before memory is checked)
-AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 2 ** 16, 'expand': 64, 'headdim': 2 ** 16,
-           'd_conv': 2 ** 10, 'chunk_size': 2 ** 16, 'learning_rate': 1e38, 'min_lr': 1e38}
-AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it") | dict.fromkeys(
-    ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
-NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
-                'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit', 'cooldown_iters')
-# what RoPE layers read; set away from these while every attention layer is NoPE, a run would not change
-ROPE_ONLY = {'window': window, 'rope_theta': rope_theta}
-
-
-def check_config(cfg, here=True):
-    """Every setting a user can get wrong, checked before anything is generated or written; the
-    device and the memory only where the run will run here (not for a cluster's node).
-    -> the parsed (eval tasks, quick multiples, final multiples)."""
-    try:
-        for k, v in cfg.items():
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"{k}={v} must be a finite number")
-        for k in POSITIVE:
-            if cfg[k] <= 0:
-                raise ValueError(f"{k}={cfg[k]} must be positive")
-        for k in NON_NEGATIVE:
-            if cfg[k] < 0:
-                raise ValueError(f"{k}={cfg[k]} must be >= 0")
-        for k, most in AT_MOST.items():
-            if cfg[k] > most:
-                raise ValueError(f"{k}={cfg[k]} is more than {most:g}: {AT_MOST_WHY[k]}")
-        for k in ('learning_rate', 'rope_theta'):
-            if not cfg[k] > 0:
-                raise ValueError(f"{k}={cfg[k]} must be positive")
-        for k in ('beta1', 'beta2'):
-            if not 0 <= cfg[k] < 1:
-                raise ValueError(f"{k}={cfg[k]} must be in [0, 1): AdamW's decay of its moment estimates")
-        if not 0 <= cfg['seed'] < 2 ** 63:
-            raise ValueError(f"seed={cfg['seed']} must be in 0..2**63-1 (torch's generators take 64-bit seeds)")
-        if cfg['short_conv'] > cfg['block_size']:
-            raise ValueError(f"short_conv={cfg['short_conv']} is longer than block_size={cfg['block_size']}: "
-                             f"a convolution longer than the training length mixes in nothing more")
-        if cfg['batch_size'] * cfg['gradient_accumulation_steps'] > 2 ** 24:
-            raise ValueError(f"batch_size x gradient_accumulation_steps = {cfg['batch_size'] * cfg['gradient_accumulation_steps']:,} "
-                             f"rows per step, more than the {2 ** 24:,} a step can draw: lower gradient_accumulation_steps")
-        for k in ('out_dir', 'data_dir'):
-            if not cfg[k].strip():
-                raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
-            if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
-                raise ValueError(f"{k}={cfg[k]!r} is a file, not a folder: give a folder, e.g. --{k}=out/run1")
-        if os.path.realpath(cfg['out_dir']) == os.path.realpath(cfg['data_dir']):
-            raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the corpus "
-                             f"need one each, e.g. --data_dir=data/{os.path.basename(os.path.normpath(cfg['data_dir']))}")
-        if cfg['loss_on'] not in ('answers', 'all'):
-            raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
-        if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
-            raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
-        device = rundir.pick_device(cfg['device']) if here else None     # exits with one line if unusable
-        if cfg['init_from'] not in ('scratch', 'resume'):
-            if not os.path.isfile(rundir.ckpt_path(cfg['init_from'])):
-                raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
-                                 f"'resume', or a run dir / ckpt.pt of a finished run")
-        GPTConfig(**{k: cfg[k] for k in MODEL_KEYS})
-        tok = sample_data.build_tokenizer()
-        trained, _ = sample_data.parse_tasks(cfg['tasks'])
-        for t in trained:
-            if cfg['block_size'] < sample_data.min_length(t, tok):
-                raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
-                                 f"({sample_data.min_length(t, tok)} tokens)")
-        eval_tasks = sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks', weighted=False)[0] if cfg['eval_tasks'].strip() else trained
-        quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
-        final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
-        if cfg['steps_after_fit'] and 1 not in quick:
-            raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
-        check_schedule(cfg)
-        if not 0 < cfg['fit_accuracy'] <= 1:
-            raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
-        for note in no_effect(cfg):
-            print(f"note: {note}")
-        if cfg['min_doc_len'] > cfg['block_size']:
-            raise ValueError(f"min_doc_len={cfg['min_doc_len']} is longer than block_size={cfg['block_size']}")
-        for t in eval_tasks:
-            need = sample_data.min_length(t, tok)
-            if cfg['block_size'] * min(quick + final) < need:
-                raise ValueError(f"{t} needs examples of at least {need} tokens; the length eval asks for "
-                                 f"{cfg['block_size'] * min(quick + final)} (block_size x the smallest multiple)")
-        if here:
-            check_memory(cfg, tok.vocab_size, device, cfg['block_size'] * min(quick + final))
-    except ValueError as e:
-        raise SystemExit(f"config error: {e}")
-    return eval_tasks, quick, final
-
-
-def check_schedule(cfg):
-    """The decay and the snapshots: a cooldown inside the steps after the fit, snapshots inside a trunk
-    that has a fit to count from and branches that decay."""
-    saf, cool = cfg['steps_after_fit'], cfg['cooldown_iters']
-    if saf and cool > saf:
-        raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit at the "
-                         f"earliest; lower it (0 = all of steps_after_fit)")
-    snapshots = parse_snapshots(cfg['snapshots_after_fit'])
-    if not snapshots:
-        return
-    if not saf or snapshots[-1] > saf:
-        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the fit: set steps_after_fit to the "
-                         f"trunk's length past it, at least {snapshots[-1]} (now {saf})")
-    if not cool or not cfg['decay_lr']:
-        raise ValueError(f"snapshots_after_fit needs branches that decay: set cooldown_iters > 0 (now {cool}) "
-                         f"and decay_lr=True (now {cfg['decay_lr']})")
-
-
-def no_effect(cfg):
-    """Settings away from their defaults that cannot change this run (a config may set them for a
-    recipe that used them): one note each, printed, so `--window=16` on an all-NoPE model is not
-    taken for an ablation."""
-    notes = []
-    if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
-        why = 'decay_lr=False' if not cfg['decay_lr'] else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)"
-        notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
-    if cfg['cooldown_iters'] and not cfg['steps_after_fit']:
-        notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit (the decay runs after the fit)")
-    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=1)
-    if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
-        notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
-                  f"block_pattern={cfg['block_pattern']!r})" for k, v in ROPE_ONLY.items() if cfg[k] != v]
-    return notes
-
-
-def check_memory(cfg, vocab_size, device, shortest):
-    """Refuse a batch or an eval set that cannot fit before anything is written: a batch_size too
-    large for the machine otherwise grows until the kernel kills the run without a word, and
-    eval_samples too many holds every example of the first quick eval at once."""
-    cuda = device.startswith('cuda')
-    # a GPU's whole memory, not its free memory: asking for that would open a CUDA context in ablate.py too
-    have = torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda else eval_lengths.available_bytes('cpu')
-    act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
-    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=vocab_size)
-    weights = 16 * (12 * c.n_layer * c.n_embd ** 2 + vocab_size * c.n_embd)   # + gradients and AdamW's moments
-    if weights > 0.8 * have:
-        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB for the "
-                         f"weights, their gradients and AdamW's moments, and {device} has {have / 2**30:.1f} GiB: lower n_embd or n_layer")
-    need = train_bytes(cfg, vocab_size, device, act_bytes)
-    if need > 0.8 * have:
-        raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about {need / 2**30:.1f} GiB "
-                         f"to train and {device} has {have / 2**30:.1f} GiB: lower batch_size (raise gradient_accumulation_steps "
-                         f"to keep the tokens per step)")
-    need, have = eval_lengths.examples_bytes(cfg['eval_samples'], shortest), eval_lengths.available_bytes('cpu')
-    if need > 0.8 * have:
-        raise ValueError(f"eval_samples={cfg['eval_samples']} examples of {shortest} tokens need about {need / 2**30:.1f} GiB "
-                         f"and {have / 2**30:.1f} GiB are free: lower eval_samples")
-
-
-def train_bytes(cfg, vocab_size, device, act_bytes):
-    """Rough peak memory of a training micro-step of batch_size rows: each layer keeps about
-    36 x n_embd activations a token for the backward (measured: 34 at width 128 on the CPU; bench.py
-    --only=saved: 32 at width 768 in bf16), plus one forward's transients, and the weights, their
-    gradients and AdamW's two moments (16 bytes a parameter)."""
-    c = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=vocab_size)
-    tokens, params = cfg['batch_size'] * cfg['block_size'], 12 * c.n_layer * c.n_embd ** 2 + vocab_size * c.n_embd
-    return (act_bytes * tokens * 36 * c.n_layer * c.n_embd + 16 * params
-            + eval_lengths.estimate_bytes(c, cfg['batch_size'], cfg['block_size'], device))
+@dataclass
+class Run:
+    argv: list                     # the command line, for the commands that continue the run
+    checked: object                # checks.Checked: the eval tasks, the quick and final multiples, the model's config
+    ckpt_path: str
+    log_path: str
+    iter_num: int = 0              # the step reached
+    saved_iter: Optional[int] = None   # the step of the last checkpoint written
+    start_iter: int = 0            # the step this process started (or resumed) at
+    resumed: bool = False
+    meta: dict = None              # the corpus: meta.json, tokenizer, {'train', 'val'} splits
+    tok: object = None
+    data: dict = None
+    model: object = None           # the model (uncompiled, unwrapped) and its optimizer
+    optimizer: object = None
+    schedule: object = None        # Schedule: the fit, the learning rate, the stop, the snapshots
+    best_val_loss: float = float('inf')
+    train_loss: Optional[float] = None
+    tokens_per_sec: float = 0.0
+    mfu: float = 0.0
+    notes: dict = field(default_factory=dict)    # init_from and init_iter of continued training
+    last: dict = field(default_factory=dict)     # what the resumed checkpoint logged of its step
+    logged: dict = field(default_factory=dict)   # {iter: log record} written so far
+    t_start: float = 0.0
 
 
 # -----------------------------------------------------------------------------
-# data: the corpus, generated on first use, and the batches drawn from it
-
-class Split(NamedTuple):
-    ids: np.ndarray    # token ids, flat
-    mask: np.ndarray   # 1 where the token is part of an answer
-    n_rows: int        # aligned rows of block_size (+1) tokens
-
-
-def open_data(cfg, master):
-    """Generate the corpus on first use (rank 0; the others wait), then check it matches the run."""
-    try:
-        if master:                    # one process generates a missing corpus; another run that needs it waits
-            sample_data.make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
-        if dist.is_initialized():
-            dist.barrier()
-        meta = sample_data.load_meta(cfg['data_dir'])
-        sample_data.check_checksums(cfg['data_dir'], meta)
-        tok = sample_data.load_tokenizer(cfg['data_dir'])
-    except ValueError as e:
-        raise SystemExit(str(e))
-    wanted = dict(sample_data.corpus_settings(cfg), tokenizer=sample_data.build_tokenizer().name)
-    differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
-    if differ:
-        raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
-                         + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
-                         + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
-    data = {}
-    for split in ('train', 'val'):
-        ids, mask = sample_data.load_split(cfg['data_dir'], split)
-        data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
-    return meta, tok, data
-
+# data and model: the batches drawn from the corpus (sample_data.open_corpus), and the model fresh,
+# resumed, or from another run's weights
 
 def rows_to_batch(split, rows, T, loss_on, device):
     """Aligned rows -> x (B, T) and y (B, T) with -1 where no loss is taken."""
-    x = np.stack([split.ids[r * T: r * T + T] for r in rows]).astype(np.int64)
-    y = np.stack([split.ids[r * T + 1: r * T + T + 1] for r in rows]).astype(np.int64)
-    if loss_on == 'answers':
-        m = np.stack([split.mask[r * T + 1: r * T + T + 1] for r in rows])
-        y[m == 0] = -1
-    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    x, y = (torch.from_numpy(a) for a in sample_data.batch_rows(split, rows, T, loss_on))
     if device.startswith('cuda'):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x, y
-
-
-def count_targets(split, rows, T, loss_on):
-    """Positions with a loss in these rows: the step's loss is a mean over all of them."""
-    if loss_on == 'all':
-        return len(rows) * T
-    return int(sum(int(split.mask[r * T + 1: r * T + T + 1].sum()) for r in rows))
-
-
-def window_reach(model):
-    """How many tokens back the position-bound routes alone can carry information: each sliding-
-    window RoPE layer moves it window - 1 tokens, each attention layer's short convolution
-    short_conv more. None when some layer sees the whole context by position (full-causal RoPE)
-    or carries state (Mamba2): then there is no window to speak of."""
-    layers = model.describe_layers()
-    if set(layers) & {'R', 'M'}:
-        return None
-    return layers.count('W') * (model.config.window - 1) + len(layers) * model.config.short_conv
-
-
-# -----------------------------------------------------------------------------
-# model: from scratch, resumed, or from another run's weights
-
-# what the checkpoint keeps of its step's log record, so that a run killed between its checkpoint
-# and its log line (during the length eval) logs that step in full when it resumes
-LOGGED = ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu', 'fit_iter')
 
 
 def load_start(path, own):
@@ -376,18 +169,16 @@ def load_start(path, own):
                                         f"--init_from=scratch" if own else "restore a copy, or retrain that run")
 
 
-def start_model(cfg, tok, device):
-    """-> (model, optimizer, iter_num, best_val_loss, resumed, notes for the log, the values the
-    checkpoint logged), from scratch, from out_dir's checkpoint (resume), or from another run's
-    weights (init_from=<path>)."""
-    model_args = {k: cfg[k] for k in MODEL_KEYS} | {'vocab_size': tok.vocab_size}
-    init_from, resumed, iter_num, best_val_loss, notes = cfg['init_from'], False, 0, float('inf'), {}
-    last = dict.fromkeys(LOGGED)
+def start_model(run, cfg, config, device):
+    """run.model and run.optimizer from scratch, from out_dir's checkpoint (resume: also its step,
+    best val loss and the values it logged), or from another run's weights (init_from=<path>).
+    config: the model's GPTConfig, as check_config built it."""
+    init_from, tok = cfg['init_from'], run.tok
     torch.manual_seed(cfg['seed'])                      # initial weights
-    model = GPT(GPTConfig(**model_args))
+    run.model = model = GPT(config)
     ckpt = None
     if init_from != 'scratch':
-        path = os.path.join(cfg['out_dir'], 'ckpt.pt') if init_from == 'resume' else rundir.ckpt_path(init_from)
+        path = run.ckpt_path if init_from == 'resume' else rundir.ckpt_path(init_from)
         ckpt = load_start(path, own=init_from == 'resume')
         if ckpt['tokenizer'] != tok.name or ckpt['model_args']['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
@@ -396,57 +187,33 @@ def start_model(cfg, tok, device):
         # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window, rope may change)
         keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern', 'short_conv',
                                                           'd_state', 'expand', 'headdim', 'd_conv']
-        saved = {k: ckpt['model_args'][k] for k in keys}
-        changed = {k: (saved[k], model_args[k]) for k in keys if saved[k] != model_args[k]}
+        changed = {k: (ckpt['model_args'][k], getattr(config, k)) for k in keys if ckpt['model_args'][k] != getattr(config, k)}
         if changed:
             raise SystemExit(f"{path} was trained with other model settings: "
                              + ", ".join(f"{k}={a!r} (this run: {b!r})" for k, (a, b) in changed.items()))
         model.load_state_dict(ckpt['model'])
         if init_from == 'resume':
-            iter_num, best_val_loss, resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
+            run.iter_num, run.best_val_loss, run.resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
             changed = [k for k in cfg if k not in ('init_from', 'max_iters') and ckpt['config'].get(k) != cfg[k]]
-            print(f"resumed from {path} at iter {iter_num}" + (
+            print(f"resumed from {path} at iter {run.iter_num}" + (
                 "; note: settings changed since, so this is not the run an uninterrupted one would be: "
                 + ", ".join(f"{k}={ckpt['config'].get(k)!r} -> {cfg[k]!r}" for k in changed) if changed else ""))
         else:
-            notes = {'init_from': os.path.abspath(path), 'init_iter': ckpt['iter_num']}
+            run.notes = {'init_from': os.path.abspath(path), 'init_iter': ckpt['iter_num']}
             print(f"initialized from {path} (iter {ckpt['iter_num']}): weights only, fresh optimizer")
     model.to(device)
-    device_type = 'cuda' if device.startswith('cuda') else 'cpu'
-    optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                           (cfg['beta1'], cfg['beta2']), device_type)
-    if resumed:
-        optimizer.load_state_dict(ckpt['optimizer'])
-        notes = {k: ckpt[k] for k in ('init_from', 'init_iter') if k in ckpt}
-        last = {k: ckpt.get(k) for k in LOGGED}
-    return model, optimizer, iter_num, best_val_loss, resumed, notes, last
-
-
-class CompiledOrEager(torch.nn.Module):
-    """model under torch.compile; if compiling fails (at the first call), one line saying so and the
-    model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
-    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
-    def __init__(self, model, backend='inductor'):
-        super().__init__()
-        self.model = model
-        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
-        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
-            torch._functorch.config.force_non_lazy_backward_lowering = True
-
-    def forward(self, *args):
-        if self.compiled:
-            try:
-                return self.compiled[0](*args)
-            except torch._dynamo.exc.BackendCompilerFailed as e:
-                why = getattr(e, 'inner_exception', None) or e
-                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
-                      f"training without it")
-                self.compiled.clear()
-        return self.model(*args)
+    run.optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
+                                               (cfg['beta1'], cfg['beta2']), device.split(':')[0])
+    if run.resumed:
+        run.optimizer.load_state_dict(ckpt['optimizer'])
+        run.notes = {k: ckpt[k] for k in ('init_from', 'init_iter') if k in ckpt}
+        # a run killed in that step's eval logs it in full from these
+        run.last = {k: ckpt.get(k) for k in ('train_loss', 'val_loss', 'tokens_per_sec', 'mfu', 'fit_iter')}
+    run.saved_iter = run.iter_num if run.resumed else None
 
 
 # -----------------------------------------------------------------------------
-# the processes, the schedule, the log and the steps of the loop
+# the processes: DDP ranks, devices and their share of a step
 
 class Procs(NamedTuple):
     """This process's place in a run: its DDP rank, its device, and its share of a step's rows."""
@@ -460,10 +227,7 @@ class Procs(NamedTuple):
     rank_rows: int      # this process's rows per step
     micro_rows: int     # rows per micro-batch
     micro_steps: int
-
-    @property
-    def device_type(self):
-        return 'cuda' if self.device.startswith('cuda') else 'cpu'
+    device_type: str    # 'cpu' or 'cuda'
 
     def autocast(self):
         return nullcontext() if self.dtype == 'float32' else torch.autocast(self.device_type, dtype=torch.bfloat16)
@@ -490,87 +254,7 @@ def setup_processes(cfg):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return Procs(ddp, rank == 0, rank, world_size, device, dtype, step_rows, rank_rows, micro_rows,
-                 -(-rank_rows // micro_rows))
-
-
-def parse_snapshots(text):
-    """snapshots_after_fit: '1000,4000,10000' -> (1000, 4000, 10000); '' -> ()."""
-    try:
-        steps = tuple(int(s) for s in text.split(',') if s.strip())
-    except ValueError:
-        steps = None
-    if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):
-        raise ValueError(f"snapshots_after_fit={text!r}: give increasing positive steps past the fit, e.g. '1000,4000,10000'")
-    return steps
-
-
-def branch_overrides(cfg, k):
-    """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
-    cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>.
-    That is the run trained at the peak rate to fit + k and then decayed, which from the snapshot on it is."""
-    return {'out_dir': os.path.join(cfg['out_dir'], f'cooldown{k}'), 'snapshots_after_fit': '',
-            'steps_after_fit': k + cfg['cooldown_iters']}
-
-
-def branch_flags(cfg, k):
-    """branch_overrides as train.py's --key=value arguments."""
-    return [f'--{key}={v}' for key, v in branch_overrides(cfg, k).items()]
-
-
-@dataclass
-class Schedule:
-    """The learning rate and the stop of a run, from its settings and its fit (the step of its first
-    quick eval whose 1x accuracy reaches fit_accuracy on every eval task; None until then)."""
-    cfg: dict
-    fit_iter: Optional[int] = None
-
-    def __post_init__(self):
-        self.snapshots = parse_snapshots(self.cfg['snapshots_after_fit'])
-
-    def lr(self, it):
-        # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
-        # with steps_after_fit (warmup-stable-decay): 2) the peak until cooldown_iters before the stop
-        # (0: from the fit on), 3) cosine down to min_lr at the stop, so every run ends at min_lr after
-        # the same decay however late it fit (a trunk holds the peak: its branches decay); without it:
-        # 2) cosine over lr_decay_iters (0: max_iters)
-        c, peak = self.cfg, self.cfg['learning_rate']
-        if it < c['warmup_iters']:
-            return peak * (it + 1) / (c['warmup_iters'] + 1)
-        if not c['decay_lr'] or self.snapshots:
-            return peak
-        if c['steps_after_fit']:
-            if self.fit_iter is None:
-                return peak
-            end = self.stop()
-            start = end - (c['cooldown_iters'] or c['steps_after_fit'])
-            if it <= start:
-                return peak
-        else:
-            start, end = c['warmup_iters'], c['lr_decay_iters'] or c['max_iters']
-        if it > end:
-            return c['min_lr']
-        ratio = (it - start) / max(1, end - start)
-        return c['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (peak - c['min_lr'])
-
-    def stop(self):
-        """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
-        decay after it, so a run that fits late still gets its whole decay."""
-        if self.fit_iter is None or not self.cfg['steps_after_fit']:
-            return self.cfg['max_iters']
-        return self.fit_iter + self.cfg['steps_after_fit']
-
-    def snapshot_at(self, it):
-        """k where step `it` is a trunk's snapshot, fit + k; else None."""
-        k = None if self.fit_iter is None else it - self.fit_iter
-        return k if k in self.snapshots else None
-
-    def observe(self, it, accs, final):
-        """The fit rule on the length eval of step `it`. -> whether the run fits here. A fit seen only
-        in the final eval of a fit-gated run had no steps after it: not a fit."""
-        if self.fit_iter is None and fits(accs, self.cfg['fit_accuracy']) and not (final and self.cfg['steps_after_fit']):
-            self.fit_iter = it
-            return True
-        return False
+                 -(-rank_rows // micro_rows), device.split(':')[0])
 
 
 def draw_seed(*parts):
@@ -581,14 +265,8 @@ def draw_seed(*parts):
     return s
 
 
-def fits(accs, threshold):
-    """The fit rule: 1x accuracy >= threshold on every task of a length eval {task: {'1x': acc}}."""
-    return all(by_m.get('1x') is not None and by_m['1x'] >= threshold for by_m in accs.values())
-
-
-def format_accuracy(acc):
-    return 'n/a (skipped)' if acc is None else f"{acc:.2f}"
-
+# -----------------------------------------------------------------------------
+# the evals, the checkpoint and the log
 
 @torch.no_grad()
 def estimate_val_loss(model, split, cfg, procs):
@@ -606,95 +284,81 @@ def estimate_val_loss(model, split, cfg, procs):
     return total / max(count, 1)
 
 
-def open_log(out_dir, resumed, iter_num):
-    """A fresh run moves aside the log of a run that died before its first checkpoint; a resumed
-    run drops what was logged after its checkpoint, in an atomic rewrite. -> (path, {iter: record})"""
-    log_path = os.path.join(out_dir, 'log.jsonl')
-    if not resumed:          # (a checkpoint here was refused before anything was generated)
-        if os.path.exists(log_path):          # a run that died before its first checkpoint
-            os.replace(log_path, log_path + '.old')
-            print(f"moved the log of an earlier run without a checkpoint to {log_path}.old")
-        return log_path, {}
-    if os.path.exists(log_path):
-        kept = rundir.read_log(log_path, iter_num)
-        rundir.write_atomic(log_path, ''.join(json.dumps(r) + '\n' for r in kept).encode())
-        return log_path, {r['iter']: r for r in kept}
-    return log_path, {}
-
-
-def where_it_stands(argv, out_dir, saved_iter, world_size):
-    """How to go on after an interruption or a disk error: the command that resumes the run from
-    its last checkpoint, or that starts it again when it has none yet."""
-    launch = ['python'] if world_size == 1 else ['torchrun', '--standalone', f'--nproc_per_node={world_size}']
-    if saved_iter is None:
-        return f"start again with: {shlex.join(launch + ['train.py', *argv])} (nothing was saved yet)"
-    argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
-    return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
-            f"of iter {saved_iter}, {os.path.join(out_dir, 'ckpt.pt')})")
-
-
 def diverged(what, run, cfg):
     """Stop without writing anything: the last checkpoint holds the last good weights."""
     last = f"the last good checkpoint, {run.ckpt_path}, is untouched" if os.path.exists(run.ckpt_path) else "no checkpoint was written"
     raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {cfg['learning_rate']}) or set grad_clip")
 
 
-def evaluate_and_log(run, cfg, procs, final, standing):
-    """Checkpoint first (nothing is lost if the length eval fails), then the length eval and the
-    log line. A resumed run does not checkpoint its first step again. At a trunk's snapshot the
-    state is also written as the first checkpoint of its cooldown branch (once: a replayed step
-    leaves a branch that may be training alone)."""
+def save(run, cfg, procs, final, standing):
+    """The checkpoint of this step, first: nothing is lost if the length eval fails. A resumed run does
+    not checkpoint its first step again. At a trunk's snapshot the state is also written as the first
+    checkpoint of its cooldown branch (once: a replayed step leaves alone a branch that may be
+    training). -> the step's val loss"""
     first = run.resumed and run.iter_num == run.start_iter
     if first:
-        val_loss = run.last['val_loss']             # the checkpoint's, for a log record its kill cut off
+        val_loss = run.last.get('val_loss')         # the checkpoint's, for a log record its kill cut off
     else:
         val_loss = estimate_val_loss(run.model, run.data['val'], cfg, procs)
         if not math.isfinite(val_loss):
             diverged(f"val loss is {val_loss} at iter {run.iter_num}", run, cfg)
         run.best_val_loss = min(run.best_val_loss, val_loss)
     snapshot = run.schedule.snapshot_at(run.iter_num)
-    if procs.master and (not first or snapshot is not None):
-        state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
-                 'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
-                 'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
-                 'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
-                 'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final, **run.notes}
-        if snapshot is not None:
-            branch = cfg | branch_overrides(cfg, snapshot)
-            path = os.path.join(branch['out_dir'], rundir.CKPT)
-            if not os.path.exists(path):
-                with rundir.writing(path, f'the snapshot of iter {run.iter_num}', standing):
-                    os.makedirs(branch['out_dir'], exist_ok=True)
-                    rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
-                print(f"snapshot at iter {run.iter_num} (fit + {snapshot}); its cooldown branch: "
-                      f"{shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume'])}")
-        if not first:
-            with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
-                rundir.save_checkpoint(state, run.ckpt_path)
-            run.saved_iter = run.iter_num
-    if procs.master and run.iter_num not in run.logged:
-        run.model.eval()                # {task: {'<m>x': accuracy}}, None where a length is skipped
-        with procs.autocast():          # the precision the run trains in
-            accs = eval_lengths.length_eval(run.model, run.tok, run.eval_tasks, run.final_multiples if final else run.quick_multiples,
-                                            cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
-        run.model.train()
-        if run.schedule.observe(run.iter_num, accs, final):
-            print(f"fit at iter {run.iter_num}: 1x accuracy >= {cfg['fit_accuracy']}"
-                  + (f"; stopping at iter {run.schedule.stop()}" if cfg['steps_after_fit'] else ""))
-        record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
-                  'lr': run.schedule.lr(run.iter_num), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
-                  'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.schedule.fit_iter,
-                  **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
-        with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
-            rundir.append_line(run.log_path, json.dumps(record))
-        run.logged[run.iter_num] = record
-        for task, by_m in accs.items():
-            print(f"eval {run.iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
-                  + ", ".join(f"{int(m[:-1]) * cfg['block_size']} ({m}): {format_accuracy(a)}" for m, a in by_m.items()))
-    if procs.ddp:  # every process stops at the step rank 0 decided
-        t = torch.tensor([-1 if run.schedule.fit_iter is None else run.schedule.fit_iter], device=procs.device)
+    if not procs.master or first and snapshot is None:
+        return val_loss
+    state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
+             'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': run.iter_num,
+             'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
+             'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+             'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final, **run.notes}
+    if snapshot is not None:
+        branch = cfg | branch_overrides(cfg, snapshot)
+        path = os.path.join(branch['out_dir'], rundir.CKPT)
+        if not os.path.exists(path):
+            with rundir.writing(path, f'the snapshot of iter {run.iter_num}', standing):
+                os.makedirs(branch['out_dir'], exist_ok=True)
+                rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
+            print(f"snapshot at iter {run.iter_num} (fit + {snapshot}); its cooldown branch: "
+                  f"{shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume'])}")
+    if not first:
+        with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
+            rundir.save_checkpoint(state, run.ckpt_path)
+        run.saved_iter = run.iter_num
+    return val_loss
+
+
+def length_eval(run, cfg, procs, final):
+    """The quick length eval (the final one at the last step): {task: {'<m>x': accuracy}}, None where
+    a length is skipped; in the precision the run trains in."""
+    run.model.eval()
+    with procs.autocast():
+        accs = eval_lengths.length_eval(run.model, run.tok, run.checked.eval_tasks, run.checked.final if final else run.checked.quick,
+                                        cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
+    run.model.train()
+    return accs
+
+
+def log_eval(run, cfg, val_loss, accs, final, standing):
+    """The step's record in log.jsonl (appended, never torn) and its lines on stdout."""
+    record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
+              'lr': run.schedule.lr(run.iter_num), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
+              'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.schedule.fit_iter,
+              **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
+    with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
+        rundir.append_line(run.log_path, json.dumps(record))
+    run.logged[run.iter_num] = record
+    for task, by_m in accs.items():
+        print(f"eval {run.iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
+              + ", ".join(f"{int(m[:-1]) * cfg['block_size']} ({m}): {'n/a (skipped)' if a is None else f'{a:.2f}'}"
+                         for m, a in by_m.items()))
+
+
+def agree_on_fit(schedule, procs):
+    """DDP: every process takes the fit (so the decay and the stop) rank 0 decided."""
+    if procs.ddp:
+        t = torch.tensor([-1 if schedule.fit_iter is None else schedule.fit_iter], device=procs.device)
         dist.broadcast(t, 0)
-        run.schedule.fit_iter = None if t.item() < 0 else int(t.item())
+        schedule.fit_iter = None if t.item() < 0 else int(t.item())
 
 
 def train_step(model, optimizer, split, cfg, procs, step, lr):
@@ -705,7 +369,7 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
         group['lr'] = lr
     gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step))
     rows = torch.randint(split.n_rows, (procs.step_rows,), generator=gen).tolist()
-    n_step = max(count_targets(split, rows, cfg['block_size'], cfg['loss_on']), 1)
+    n_step = max(sample_data.count_targets(split, rows, cfg['block_size'], cfg['loss_on']), 1)
     mine = rows[procs.rank * procs.rank_rows:(procs.rank + 1) * procs.rank_rows]
     loss_sum = 0.0
     for micro in range(procs.micro_steps):
@@ -736,14 +400,14 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
 
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
+    checked = check_config(cfg, settings_of(globals()))
     out_dir = cfg['out_dir']
-    run = SimpleNamespace(iter_num=0, saved_iter=None, argv=argv)   # the step reached, the step of the last checkpoint written
-    run.eval_tasks, run.quick_multiples, run.final_multiples = check_config(cfg)
+    run = Run(argv, checked, os.path.join(out_dir, rundir.CKPT), os.path.join(out_dir, rundir.LOG))
     # DDP: one process per device, launched by torchrun; rank 0 owns the run dir and speaks for the run
     master, world_size = int(os.environ.get('RANK', 0)) == 0, int(os.environ.get('WORLD_SIZE', 1))
 
     def standing():
-        return where_it_stands(argv, out_dir, run.saved_iter, world_size)
+        return rundir.where_it_stands(argv, out_dir, run.saved_iter, world_size)
     rundir.exit_on_signals(lambda: f"stopped at iter {run.iter_num}; {standing()}" if master else None)
     rundir.die_with_parent()                        # a trainer that ablate.py started ends with it
     if master:
@@ -756,46 +420,50 @@ def main(argv):
     procs = setup_processes(cfg)
 
     # the data, the model and the run dir
-    run.ckpt_path, run.log_path, run.logged = os.path.join(out_dir, rundir.CKPT), os.path.join(out_dir, 'log.jsonl'), {}
     if cfg['init_from'] != 'resume' and os.path.exists(run.ckpt_path):
         raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with --init_from=resume, "
                          f"or start over in another --out_dir (or delete {out_dir})")
-    run.meta, run.tok, run.data = open_data(cfg, procs.master)
-    (run.model, run.optimizer, run.iter_num, run.best_val_loss, run.resumed, run.notes,
-     run.last) = start_model(cfg, run.tok, procs.device)
-    run.saved_iter = run.iter_num if run.resumed else None
+    run.meta, run.tok, run.data = sample_data.open_corpus(cfg, procs.master, dist.barrier if dist.is_initialized() else None)
+    start_model(run, cfg, checked.model, procs.device)
     tokens_per_iter = procs.step_rows * cfg['block_size']
     if procs.master:
         with rundir.writing(run.log_path, 'the log', standing):
-            run.log_path, run.logged = open_log(out_dir, run.resumed, run.iter_num)
-        tok_path = os.path.join(out_dir, 'tokenizer.json')            # eval_lengths.py reads it from the run dir
+            run.logged = rundir.open_log(run.log_path, run.resumed, run.iter_num)
+        tok_path = os.path.join(out_dir, rundir.TOKENIZER)            # eval_lengths.py reads it from the run dir
         with rundir.writing(tok_path, 'the tokenizer', standing):
-            with open(os.path.join(cfg['data_dir'], 'tokenizer.json'), 'rb') as f:
+            with open(os.path.join(cfg['data_dir'], rundir.TOKENIZER), 'rb') as f:
                 rundir.write_atomic(tok_path, f.read())
         print(f"tokens per iteration: {tokens_per_iter:,} ({procs.world_size} process(es) x {procs.micro_steps} micro-steps "
               f"x {procs.micro_rows} rows x {cfg['block_size']} tokens); device {procs.device}, {procs.dtype}")
-        reach = window_reach(run.model)
+        reach = run.model.local_reach()
         if reach is not None and sample_data.beyond_reach(run.meta, reach) is not None:
             print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
-    # the step at which the run fit (first quick eval with 1x >= fit_accuracy), kept in every log record:
-    # as the checkpoint saw it (before its own step's eval), unless the log holds that step's record (its
-    # eval done). A log that a crash cut back further must not make the resume find the fit again, later
+    # the fit as the checkpoint saw it (before its own step's eval), unless the log holds that step's record:
+    # a log that a crash cut back further must not make the resume find the fit again, later
     resumed_at = run.logged.get(run.iter_num) if run.resumed else None
-    run.schedule = Schedule(cfg, resumed_at['fit_iter'] if resumed_at else run.last['fit_iter'])
+    run.schedule = Schedule(cfg, resumed_at['fit_iter'] if resumed_at else run.last.get('fit_iter'))
     model = CompiledOrEager(run.model) if cfg['compile'] else run.model
     if procs.ddp:
         model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if procs.device_type == 'cuda' else None)
 
     # the training loop: evaluate at the top of an iteration, then one step
     run.start_iter, run.t_start = run.iter_num, time.time()
-    run.train_loss, run.tokens_per_sec, run.mfu = run.last['train_loss'], run.last['tokens_per_sec'] or 0.0, run.last['mfu'] or 0.0
+    run.train_loss = run.last.get('train_loss')
+    run.tokens_per_sec, run.mfu = run.last.get('tokens_per_sec') or 0.0, run.last.get('mfu') or 0.0
     t_last, iter_last = run.t_start, run.iter_num
     model.train()
     while True:
         final = run.iter_num == run.schedule.stop()
         if run.iter_num % cfg['eval_interval'] == 0 or final or run.schedule.snapshot_at(run.iter_num) is not None:
-            evaluate_and_log(run, cfg, procs, final, standing)
+            val_loss = save(run, cfg, procs, final, standing)
+            if procs.master and run.iter_num not in run.logged:      # (logged already: a resume's first step)
+                accs = length_eval(run, cfg, procs, final)
+                if run.schedule.observe(run.iter_num, accs, final):
+                    print(f"fit at iter {run.iter_num}: 1x accuracy >= {cfg['fit_accuracy']}"
+                          + (f"; stopping at iter {run.schedule.stop()}" if cfg['steps_after_fit'] else ""))
+                log_eval(run, cfg, val_loss, accs, final, standing)
+            agree_on_fit(run.schedule, procs)
             t_last, iter_last = time.time(), run.iter_num   # the eval's time is not training time
         if run.iter_num >= run.schedule.stop():           # (the eval may have found the fit, and so the stop)
             break

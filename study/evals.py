@@ -68,7 +68,7 @@ def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
     noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
-    (ablate_mismatch.json; compute=False only reads it). `python model.py RUN_DIR` prints the
+    (ablate_mismatch.json; compute=False only reads it). `python mismatch.py RUN_DIR` prints the
     per-layer values for every site."""
     for run in runs:
         if run['state'] != 'done':

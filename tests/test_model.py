@@ -11,7 +11,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import model as M
 from bench import saved_for_backward_bytes   # the measure of bench.py's saved-memory section
-from model import GPT, GPTConfig, SITES, dropout_mismatch, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
+from model import (GPT, SITES, CompiledOrEager, GPTConfig, dropout_mismatch, ssd_scan, ssd_scan_sequential, vpad,
+                   vpad_reference)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -697,10 +698,9 @@ def test_compiled_training_equals_eager_and_replays_its_masks_from_the_rng_state
 
 @pytest.mark.parametrize("where", ['forward', 'backward'])
 def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, capsys):
-    """train.py --compile=True wraps the model in train.CompiledOrEager: a compiler that fails (here a
+    """train.py --compile=True wraps the model in model.CompiledOrEager: a compiler that fails (here a
     stand-in backend raising what Inductor raised on Mamba2) costs one printed line, and the step runs
     eagerly with the eager model's loss; a failing backward compiler is caught at the first forward."""
-    import train
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -709,7 +709,7 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
     backend = fails if where == 'forward' else aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm), bw_compiler=fails)
     model = GPT(tiny(block_pattern='AM', window=8))
     idx = torch.randint(0, 64, (2, 16))
-    wrapped = train.CompiledOrEager(model, backend=backend)
+    wrapped = CompiledOrEager(model, backend=backend)
     capsys.readouterr()
     _, loss = wrapped(idx, idx)
     loss.backward()
@@ -721,24 +721,25 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
 
 
 def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, capsys):
-    """`python model.py RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
+    """`python mismatch.py RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
     is gone each end in one line that names the path, never a traceback."""
-    import runpy
+    import mismatch
 
     def diagnose(*args):            # in this process: a SystemExit with a message is all Python prints
         rng = torch.get_rng_state()     # the script seeds torch's generator; later tests keep theirs
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, 'argv', ['model.py', *map(str, args)])
-            with pytest.raises(SystemExit) as e:
-                runpy.run_path(os.path.join(ROOT, 'model.py'), run_name='__main__')
+        try:
+            mismatch.main(list(map(str, args)))
+            code = 0
+        except SystemExit as e:
+            code = e.code
         torch.set_rng_state(rng)
-        assert e.value.code == 0 or isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
-        return e.value.code
-    assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python model.py [RUN_DIR')
+        assert code == 0 or isinstance(code, str) and len(code.splitlines()) == 1, code
+        return code
+    assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python mismatch.py [RUN_DIR')
     assert diagnose(tmp_path, 'extra').startswith('unknown argument(s)')        # not a second run, silently ignored
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
-    assert diagnose('--chek').startswith('unknown argument(s) --chek: python model.py [RUN_DIR')
+    assert diagnose('--chek').startswith('unknown argument(s) --chek: python mismatch.py [RUN_DIR')
     assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")   # a ckpt path is taken as one
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)

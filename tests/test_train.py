@@ -19,6 +19,8 @@ import torch
 import eval_lengths
 import rundir
 import sample_data
+import checks
+import schedule
 import train
 from configurator import configure, settings_of
 from model import GPTConfig
@@ -413,8 +415,8 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert lrs[1] == lrs[2] == 3e-3 > lrs[3] > lrs[4] and lrs[4] == pytest.approx(1e-4)   # the base config's min_lr
     run(*args, '--init_from=resume')
     assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
-    assert train.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
-    assert not train.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not train.fits({'a': {'4x': 1.0}}, 0.5)
+    assert schedule.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
+    assert not schedule.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not schedule.fits({'a': {'4x': 1.0}}, 0.5)
 
 
 @pytest.mark.parametrize('kept, logged', [(0, [(6, 4), (7, 4)]), (2, [(0, None), (2, None), (6, 4), (7, 4)])])
@@ -502,7 +504,7 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
     for d, pa in snapshots.items():
         pb = params(os.path.join(killed, d))
         assert all(torch.equal(pa[k], pb[k]) for k in pa), d
-    cut = [*args, f'--out_dir={killed}', *train.branch_flags({'out_dir': killed, 'cooldown_iters': 3}, 2)]
+    cut = [*args, f'--out_dir={killed}', *schedule.branch_flags({'out_dir': killed, 'cooldown_iters': 3}, 2)]
     with pytest.raises(RuntimeError, match='killed'):
         plant.run(*cut, '--init_from=resume', kill=2)           # its eval of iter 8, after that checkpoint
     assert torch.load(os.path.join(killed, 'cooldown2', 'ckpt.pt'), weights_only=True)['iter_num'] == 8
@@ -523,7 +525,7 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
                            'decay_lr=True'),
                           ({'steps_after_fit': 5, 'cooldown_iters': 6}, 'longer than steps_after_fit')):
         with pytest.raises(SystemExit, match=words):
-            train.check_config({**base, **change}, here=False)
+            checks.check_config({**base, **change}, settings_of(vars(train)), here=False)
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
@@ -643,7 +645,11 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     ignores, train the model the defaults train: check_config says so, one note each (a note, not
     a refusal: a base config may set them for a recipe that used them)."""
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}'])
-    note = lambda **kw: train.no_effect({**base, **kw})    # noqa: E731
+    defaults = settings_of(vars(train))
+
+    def note(**kw):
+        cfg = {**base, **kw}
+        return checks.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in checks.MODEL_KEYS}, vocab_size=1), defaults)
     assert note() == [] and note(window=16) == []           # TINY: nope_every=2, so one layer of two uses RoPE
     assert note(nope_every=1, window=16) == [
         "window=16 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
@@ -657,17 +663,17 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     assert note(lr_decay_iters=500, decay_lr=False) == ['lr_decay_iters=500 has no effect with decay_lr=False']
     assert note(lr_decay_iters=500) == []                   # the base config: no steps_after_fit, a cosine over it
     capsys.readouterr()
-    train.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
+    checks.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')}, defaults)
     assert 'note: window=16 has no effect' in capsys.readouterr().out
 
 
-def schedule(cfg, fit=None):
-    """train.Schedule of cfg (no cooldown_iters, no snapshots unless given) for a run fit at `fit`."""
-    return train.Schedule({'cooldown_iters': 0, 'snapshots_after_fit': '', 'fit_accuracy': 0.95, **cfg}, fit)
+def schedule_of(cfg, fit=None):
+    """schedule.Schedule of cfg (no cooldown_iters, no snapshots unless given) for a run fit at `fit`."""
+    return schedule.Schedule({'cooldown_iters': 0, 'snapshots_after_fit': '', 'fit_accuracy': 0.95, **cfg}, fit)
 
 
 def lr(it, cfg, fit=None):
-    return schedule(cfg, fit).lr(it)
+    return schedule_of(cfg, fit).lr(it)
 
 
 def test_lr_decay_follows_max_iters_unless_set():
@@ -698,12 +704,12 @@ def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_the
     schedules = []
     for fit in (500, 3900):
         assert lr(fit - 1, cfg, None) == lr(fit, cfg, fit) == 3e-3   # stable until the fit
-        stop = schedule(cfg, fit).stop()
+        stop = schedule_of(cfg, fit).stop()
         assert stop == fit + 1000
         schedules.append([lr(it, cfg, fit) for it in range(fit, stop + 1)])
         assert schedules[-1][-1] == pytest.approx(1e-4)                # ends at min_lr
     assert schedules[0] == pytest.approx(schedules[1])                 # the same decay, step by step
-    assert schedule(cfg, None).stop() == 4000 and lr(3999, cfg, None) == 3e-3
+    assert schedule_of(cfg, None).stop() == 4000 and lr(3999, cfg, None) == 3e-3
     assert lr(50, cfg, None) < 3e-3                          # the warmup is unchanged
 
 

@@ -1,0 +1,100 @@
+"""
+The schedule of a run, from its settings and its fit: the learning rate at each step and the step
+it stops at. Warmup, then the peak rate; with steps_after_fit (warmup-stable-decay) the peak until
+the decay over the last cooldown_iters steps before the stop, fit + steps_after_fit, so every run
+ends after the same decay however late it fit. A trunk (snapshots_after_fit) holds the peak to its
+stop and keeps its state at fit + k for each snapshot k, the first checkpoint of a cooldown branch:
+the run trained at the peak to fit + k and then decayed over cooldown_iters (Hagele et al. 2024's
+way to measure one model at several lengths of training). train.py runs it; ablate.py plans the
+branches as runs of a study.
+"""
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+
+def fits(accs, threshold):
+    """The fit rule: 1x accuracy >= threshold on every task of a length eval {task: {'1x': acc}}."""
+    return all(by_m.get('1x') is not None and by_m['1x'] >= threshold for by_m in accs.values())
+
+
+def parse_snapshots(text):
+    """snapshots_after_fit: '1000,4000,10000' -> (1000, 4000, 10000); '' -> ()."""
+    try:
+        steps = tuple(int(s) for s in text.split(',') if s.strip())
+    except ValueError:
+        steps = None
+    if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):
+        raise ValueError(f"snapshots_after_fit={text!r}: give increasing positive steps past the fit, e.g. '1000,4000,10000'")
+    return steps
+
+
+def branch_overrides(cfg, k):
+    """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
+    cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>.
+    That is the run trained at the peak rate to fit + k and then decayed, which from the snapshot on it is."""
+    return {'out_dir': os.path.join(cfg['out_dir'], f'cooldown{k}'), 'snapshots_after_fit': '',
+            'steps_after_fit': k + cfg['cooldown_iters']}
+
+
+def branch_flags(cfg, k):
+    """branch_overrides as train.py's --key=value arguments."""
+    return [f'--{key}={v}' for key, v in branch_overrides(cfg, k).items()]
+
+
+@dataclass
+class Schedule:
+    """The learning rate and the stop of a run, from its settings and its fit (the step of its first
+    quick eval whose 1x accuracy reaches fit_accuracy on every eval task; None until then)."""
+    cfg: dict
+    fit_iter: Optional[int] = None
+
+    def __post_init__(self):
+        self.snapshots = parse_snapshots(self.cfg['snapshots_after_fit'])
+
+    def lr(self, it):
+        # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
+        # with steps_after_fit (warmup-stable-decay): 2) the peak until cooldown_iters before the stop
+        # (0: from the fit on), 3) cosine down to min_lr at the stop, so every run ends at min_lr after
+        # the same decay however late it fit (a trunk holds the peak: its branches decay); without it:
+        # 2) cosine over lr_decay_iters (0: max_iters)
+        c, peak = self.cfg, self.cfg['learning_rate']
+        if it < c['warmup_iters']:
+            return peak * (it + 1) / (c['warmup_iters'] + 1)
+        if not c['decay_lr'] or self.snapshots:
+            return peak
+        if c['steps_after_fit']:
+            if self.fit_iter is None:
+                return peak
+            end = self.stop()
+            start = end - (c['cooldown_iters'] or c['steps_after_fit'])
+            if it <= start:
+                return peak
+        else:
+            start, end = c['warmup_iters'], c['lr_decay_iters'] or c['max_iters']
+        if it > end:
+            return c['min_lr']
+        ratio = (it - start) / max(1, end - start)
+        return c['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (peak - c['min_lr'])
+
+    def stop(self):
+        """max_iters, or steps_after_fit past the fit: max_iters caps the search for the fit, not the
+        decay after it, so a run that fits late still gets its whole decay."""
+        if self.fit_iter is None or not self.cfg['steps_after_fit']:
+            return self.cfg['max_iters']
+        return self.fit_iter + self.cfg['steps_after_fit']
+
+    def snapshot_at(self, it):
+        """k where step `it` is a trunk's snapshot, fit + k; else None."""
+        k = None if self.fit_iter is None else it - self.fit_iter
+        return k if k in self.snapshots else None
+
+    def observe(self, it, accs, final):
+        """The fit rule on the length eval of step `it`. -> whether the run fits here. A fit seen only
+        in the final eval of a fit-gated run had no steps after it: not a fit."""
+        if self.fit_iter is None and fits(accs, self.cfg['fit_accuracy']) and not (final and self.cfg['steps_after_fit']):
+            self.fit_iter = it
+            return True
+        return False
