@@ -26,7 +26,8 @@ alive() {   # alive NAME PIDFILE: the pid in PIDFILE runs a process called NAME
 }
 started() {  # started NAME PIDFILE: note a daemon this script started, for slurm_stop.sh
   for _ in $(seq 100); do alive "$1" "$2" && break; sleep 0.1; done
-  alive "$1" "$2" || fail "$1 did not start (see /var/log/slurm/ or /var/log/munge/)"
+  alive "$1" "$2" \
+    || fail "$1 did not start: see /var/log/slurm/ or /var/log/munge/$(errors_in "/var/log/slurm/$1.log" '; its log says: ')"
   echo "$1 $(cat "$2")" >> "$STATE"
   note "started $1 ($(cat "$2"))"
 }
@@ -35,6 +36,10 @@ stop_for_new_config() {  # stop_for_new_config NAME PIDFILE: it reads a config t
   local pid; pid=$(cat "$2"); kill "$pid"
   for _ in $(seq 100); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
   sed -i "/^$1 $pid\$/d" "$STATE"
+}
+errors_in() {  # errors_in LOG [PREFIX]: PREFIX and its last 2 distinct error lines, without their times, on one line
+  local e; e=$(grep -iE 'error|fatal' "$1" 2>/dev/null | sed 's/^\[[^]]*\] //' | tac | awk '!seen[$0]++' | head -n 2 | tac)
+  [ -z "$e" ] || printf '%s%s' "${2:-}" "$(printf '%s' "$e" | sed -z 's/\n/; /g')"
 }
 write_if_changed() {  # write_if_changed FILE TEXT: -> 0 if the file changed
   [ "$(cat "$1" 2>/dev/null)" = "$2" ] && return 1
@@ -69,9 +74,13 @@ if [ $ACCOUNTING = 1 ]; then
     /etc/init.d/mariadb start >/dev/null 2>&1 || fail "MariaDB did not start"
     started mariadbd /run/mysqld/mysqld.pid
   fi
-  mysql -u root -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-    CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';
-    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+  # a user and database of its own, so that a Slurm accounting this host ran before keeps its password
+  # and jobs; ALTER USER: a user left from an earlier setup may have another password, and slurmdbd
+  # then only logs 'Access denied' and retries
+  mysql -u root -e "CREATE DATABASE IF NOT EXISTS lengthgen_acct_db;
+    CREATE USER IF NOT EXISTS 'lengthgen'@'localhost'; ALTER USER 'lengthgen'@'localhost' IDENTIFIED BY 'lengthgen';
+    GRANT ALL ON lengthgen_acct_db.* TO 'lengthgen'@'localhost'; FLUSH PRIVILEGES;" \
+    || fail "MariaDB refused the accounting user (mysql -u root, error above): fix that and rerun"
   if write_if_changed /etc/slurm/slurmdbd.conf "AuthType=auth/munge
 DbdHost=localhost
 SlurmUser=slurm
@@ -79,17 +88,20 @@ PidFile=/run/slurm/slurmdbd.pid
 LogFile=/var/log/slurm/slurmdbd.log
 StorageType=accounting_storage/mysql
 StorageHost=localhost
-StorageLoc=slurm_acct_db
-StorageUser=slurm
-StoragePass=slurm"; then
+StorageLoc=lengthgen_acct_db
+StorageUser=lengthgen
+StoragePass=lengthgen"; then
     stop_for_new_config slurmdbd /run/slurm/slurmdbd.pid
   fi
   chown slurm:slurm /etc/slurm/slurmdbd.conf && chmod 0600 /etc/slurm/slurmdbd.conf
   if ! alive slurmdbd /run/slurm/slurmdbd.pid; then
     slurmdbd
     started slurmdbd /run/slurm/slurmdbd.pid
-    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.2; done
   fi
+  # slurmdbd listens only once it reached MariaDB; until then it retries every 5 s and logs why
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && break; sleep 0.2; done
+  (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null \
+    || fail "slurmdbd does not answer: fix what /var/log/slurm/slurmdbd.log says and rerun$(errors_in /var/log/slurm/slurmdbd.log '; it says: ')"
   accounting="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost"
 else
@@ -131,7 +143,7 @@ PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP DefMemPerC
   stop_for_new_config slurmctld /run/slurm/slurmctld.pid
 fi
 if [ $ACCOUNTING = 1 ] && ! sacctmgr -n -P list cluster format=cluster 2>/dev/null | grep -qx lengthgen; then
-  sacctmgr -i add cluster lengthgen >/dev/null
+  sacctmgr -i add cluster lengthgen >/dev/null || fail "sacctmgr could not add cluster lengthgen: see /var/log/slurm/slurmdbd.log"
 fi
 alive slurmctld /run/slurm/slurmctld.pid || { slurmctld; started slurmctld /run/slurm/slurmctld.pid; }
 alive slurmd /run/slurm/slurmd.pid || { slurmd; started slurmd /run/slurm/slurmd.pid; }

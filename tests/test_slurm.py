@@ -1,16 +1,17 @@
 """ablate.py --launcher=slurm against a real one-node Slurm started by study/slurm_start.sh (root,
 Debian's slurm-wlm). Marked `slurm`: the default `python -m pytest -q` leaves them out, `.ci/run`
 starts the cluster and runs them with `-m slurm`; where the cluster cannot be had they skip with
-one line that says why. Each grid is a tiny run of tests/base_config.py, one CPU per job."""
+one line that says why, except in CI (CI=true), where they fail. Each grid is a tiny run of
+tests/base_config.py, one CPU per job. The one test not marked checks .ci/run's Slurm step with stubs."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
-
-pytestmark = pytest.mark.slurm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(n_layer=2, n_head=2, n_embd=32, window=32, nope_every=2, batch_size=4, block_size=96, eval_iters=2,
@@ -20,12 +21,14 @@ SLURM = ['--launcher=slurm', '--slurm_partition=debug', '--slurm_cpus_per_run=1'
 
 
 def start_cluster(*flags):
+    # CI must run these tests: there a cluster that cannot be had fails them, elsewhere it skips them
+    give_up = pytest.fail if os.environ.get('CI') == 'true' else pytest.skip
     if os.geteuid() != 0:
-        pytest.skip("a one-node Slurm needs root (study/slurm_start.sh installs packages and starts daemons)")
+        give_up("a one-node Slurm needs root (study/slurm_start.sh installs packages and starts daemons)")
     out = subprocess.run(['bash', os.path.join(ROOT, 'study', 'slurm_start.sh'), *flags], capture_output=True, text=True,
                          timeout=600)
     if out.returncode:
-        pytest.skip(f"no Slurm cluster here: {(out.stderr.strip().splitlines() or ['slurm_start.sh failed'])[-1]}")
+        give_up(f"no Slurm cluster here: {(out.stderr.strip().splitlines() or ['slurm_start.sh failed'])[-1]}")
 
 
 @pytest.fixture(scope='module')
@@ -88,6 +91,7 @@ def kill_9(job):
                 pass
 
 
+@pytest.mark.slurm
 def test_a_grid_trains_as_jobs_and_is_summarized_then_a_rerun_submits_nothing(cluster, tmp_path):
     cfg = study(tmp_path, 'grid', seeds='1,2', max_iters=40, eval_interval=20)
     out = ablate(cfg, *SLURM, '--wait')
@@ -106,6 +110,7 @@ def test_a_grid_trains_as_jobs_and_is_summarized_then_a_rerun_submits_nothing(cl
     assert (tmp_path / 'grid' / 'results.md').read_text() == table
 
 
+@pytest.mark.slurm
 def test_a_cancelled_job_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
     cfg = study(tmp_path, 'cancel', max_iters=3000, eval_interval=50)
     run_dir = str(tmp_path / 'cancel' / 'none' / 'seed1')
@@ -120,6 +125,7 @@ def test_a_cancelled_job_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
     assert iters == sorted(set(iters)) and iters[-1] == 3000        # every eval once, to the end
 
 
+@pytest.mark.slurm
 def test_a_job_past_its_time_limit_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
     cfg = study(tmp_path, 'timeout', max_iters=25000, eval_interval=500)
     run_dir = str(tmp_path / 'timeout' / 'none' / 'seed1')
@@ -132,6 +138,7 @@ def test_a_job_past_its_time_limit_is_resubmitted_and_its_run_resumes(cluster, t
     assert records(run_dir)[-1]['iter'] == 25000
 
 
+@pytest.mark.slurm
 def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_ends(cluster, tmp_path):
     """sacct off: the states come from scontrol. A job whose processes die by SIGKILL (as in an
     out-of-memory kill) left no result; one the scheduler no longer knows (past MinJobAge) is gone:
@@ -158,3 +165,49 @@ def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_en
     assert out.count('resumes from its checkpoint') == 2, out
     for d in dirs:
         assert records(d)[-1]['iter'] == 6000
+
+
+# .ci/run's python3 and python: a venv is an empty folder, pip and the default test run do nothing, and
+# `-m pytest ... -m slurm` is a real pytest run of stub_test.py, whose one test passes or skips
+STUB_PYTHON = """#!/bin/bash
+if [ "$1 $2" = '-m venv' ]; then mkdir -p "$3/bin" && touch "$3/bin/activate"
+elif [ "$1 $2" = '-m pytest' ] && [[ " $* " == *' -m slurm '* ]]; then exec "$REAL_PYTHON" "$@" -p no:cacheprovider stub_test.py
+fi
+"""
+STUB_TEST = """import os, pytest
+@pytest.mark.slurm
+def test_on_the_cluster():
+    if os.environ.get('STUB_SKIP'):
+        pytest.skip('no Slurm cluster here: stub')
+"""
+
+
+@pytest.mark.parametrize('ci, start_fails, skips, ok, says', [
+    (True, True, False, False, 'CI=true: no Slurm cluster started'),
+    (False, True, True, True, 'the slurm tests will skip'),
+    (True, False, True, False, 'CI=true: slurm tests skipped'),
+    (True, False, False, True, '1 passed'),
+], ids=['ci-no-cluster', 'no-cluster', 'ci-a-test-skips', 'ci-tests-pass'])
+def test_ci_run_fails_in_ci_when_the_cluster_does_not_start_or_a_slurm_test_skips(tmp_path, ci, start_fails, skips,
+                                                                                 ok, says):
+    """.ci/run in a copy of the repo whose study/slurm_start.sh, python3 and python are stubs: elsewhere a
+    cluster that does not start leaves the Slurm tests to skip, in CI it fails the run, as a skip does."""
+    (tmp_path / '.ci').mkdir()
+    shutil.copy(os.path.join(ROOT, '.ci', 'run'), tmp_path / '.ci' / 'run')
+    (tmp_path / 'study').mkdir()
+    (tmp_path / 'study' / 'slurm_start.sh').write_text(
+        'echo "slurm_start: slurmdbd does not answer (stub)" >&2; exit 1\n' if start_fails else 'exit 0\n')
+    (tmp_path / 'stub_test.py').write_text(STUB_TEST)
+    (tmp_path / 'pytest.ini').write_text('[pytest]\nmarkers = slurm: stub\n')
+    (tmp_path / 'bin').mkdir()
+    for name in ('python3', 'python'):
+        (tmp_path / 'bin' / name).write_text(STUB_PYTHON)
+        (tmp_path / 'bin' / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ('CI', 'STUB_SKIP', 'PYTEST_ADDOPTS')}
+    env.update(PATH=f"{tmp_path / 'bin'}:{env['PATH']}", REAL_PYTHON=sys.executable, **({'CI': 'true'} if ci else {}),
+               **({'STUB_SKIP': '1'} if skips else {}))
+    out = subprocess.run(['bash', str(tmp_path / '.ci' / 'run')], env=env, capture_output=True, text=True, timeout=60)
+    text = out.stdout + out.stderr
+    assert (out.returncode == 0) == ok and says in text, text
+    assert ('will skip' in text) == (not ci and start_fails), text
+    assert bool(re.search(r'\d+ (passed|skipped) in ', text)) == (not (ci and start_fails)), text   # the Slurm tests ran
