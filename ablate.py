@@ -49,6 +49,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -129,6 +130,9 @@ def split_argv(argv, study_keys, train_keys):
             selected = [a for a in arg.split('=', 1)[1].split(',') if a.strip()] if '=' in arg else []
         elif key is None or key in study_keys or key in ('help', ''):
             own.append(arg)
+        elif key == 'seed':
+            raise SystemExit(f"config error: ablate.py gives run (arm, seed k) --seed=k from the grid's seeds: "
+                             f"--seeds={arg.split('=', 1)[-1]}, not {arg}")
         elif key == 'out_dir':
             raise SystemExit("config error: ablate.py trains run (arm, seed k) into grid_dir/<arm>/seed<k>: "
                              f"give the grid's root as --grid_dir={arg.split('=', 1)[-1]}, not --out_dir")
@@ -159,6 +163,13 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         seed_list = None
     if not seed_list:
         fail(f"seeds={cfg['seeds']!r}: give integers separated by commas, e.g. --seeds=1,2,3")
+    twice = sorted({s for s in seed_list if seed_list.count(s) > 1})
+    if twice:
+        fail(f"seeds={cfg['seeds']!r} names seed {', '.join(map(str, twice))} more than once: give each seed once")
+    for arm in cfg['arms']:       # an arm's name is a folder inside grid_dir, never a path out of it
+        if not (isinstance(arm, str) and re.fullmatch(r'[A-Za-z0-9_.+-]+', arm) and arm not in ('.', '..')):
+            fail(f"arm name {arm!r}: run (arm, seed k) trains into grid_dir/<arm>/seed<k>/, so name it with letters, "
+                 f"digits, '_', '-', '+' or '.' (not '', '.' or '..', no '/')")
     if not os.path.isfile(cfg['base_config']):
         fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
     if cfg['workers'] < 1 or cfg['eval_samples'] < 1:
@@ -196,6 +207,8 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         overrides = cfg['arms'][arm]
         if not isinstance(overrides, dict):
             fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
+        if 'seed' in cfg['common'] or 'seed' in overrides:
+            fail(f"arm '{arm}': a run's seed comes from seeds={cfg['seeds']!r}; drop 'seed' from common and the arms")
         # one fit rule: train.py's (it logs fit_iter, and stops steps_after_fit after it) is the study's
         fit_rule = [f"--fit_accuracy={cfg['fit_accuracy']}"]
         if any(o.get('fit_accuracy', cfg['fit_accuracy']) != cfg['fit_accuracy'] for o in (cfg['common'], overrides)):
@@ -418,8 +431,12 @@ def summary_dir(cfg, argv):
         out = cfg['grid_dir']
     path = os.path.join(out, 'results.json')
     if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
-        with open(path) as f:
-            command = json.load(f).get('command', '')
+        try:
+            command = rundir.read_json(path, '').get('command', '')
+        except SystemExit as e:           # unreadable: no grid can be told from it; kept beside, not lost
+            with rundir.writing(path, 'the damaged summary aside', 'rerun this command'):
+                print(f"{str(e.code).rstrip('; ')}: set aside as {rundir.set_aside(path)}, a new one is written")
+            return out
         if grid_of(shlex.split(command)[2:]) != grid:
             raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
                              f"its own place, e.g. --results_dir={cfg['grid_dir']}")

@@ -84,9 +84,14 @@ def check_config(cfg, defaults, here=True):
             raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
         device = rundir.pick_device(cfg['device']) if here else None     # exits with one line if unusable
         if cfg['init_from'] not in ('scratch', 'resume'):
-            if not os.path.isfile(rundir.ckpt_path(cfg['init_from'])):
+            path = rundir.ckpt_path(cfg['init_from'])
+            if not os.path.isfile(path):
                 raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
                                  f"'resume', or a run dir / ckpt.pt of a finished run")
+            owner = rundir.busy(os.path.dirname(path))
+            if owner:     # its checkpoint is the latest of a run still training, not the run it will end as
+                raise ValueError(f"init_from={cfg['init_from']!r} is being trained by {owner}: wait for it to "
+                                 f"finish (or stop it), then rerun")
         tok = sample_data.build_tokenizer()
         model = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=tok.vocab_size)
         trained, _ = sample_data.parse_tasks(cfg['tasks'])

@@ -29,10 +29,16 @@ def _fail(msg):
     raise SystemExit(f"config error: {msg}")
 
 
+def _short(value):
+    """A value as an error quotes it: its repr, cut at 80 characters (a 100 KB value is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
+
+
 def unknown_key(key, valid):
-    close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(key[:200], valid, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
-    return f"unknown key '{key}'{hint}"
+    return f"unknown key {_short(key)}{hint}"
 
 
 def _assigned(scope):
@@ -63,7 +69,7 @@ def _check_type(key, value, default, source):
         return value
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    _fail(f"{key} expects {expected.__name__} (default {default!r}), got {type(value).__name__} {value!r} from {source}")
+    _fail(f"{key} expects {expected.__name__} (default {default!r}), got {type(value).__name__} {_short(value)} from {source}")
 
 
 def _parse(key, raw, default):
@@ -73,7 +79,7 @@ def _parse(key, raw, default):
         return ast.literal_eval(raw)
     except Exception:                               # ValueError, SyntaxError, TypeError ({[1]}), ...
         expected = type(default).__name__
-        _fail(f"{key} expects {expected} (default {default!r}), got {raw!r} which is not a {expected} literal")
+        _fail(f"{key} expects {expected} (default {default!r}), got {_short(raw)} which is not a {expected} literal")
 
 
 def configure(settings, argv):
@@ -86,7 +92,7 @@ def configure(settings, argv):
     for arg in argv:
         if not arg.startswith('--'):
             if not arg.endswith('.py'):
-                _fail(f"'{arg}' is neither a config file (*.py) nor a --key=value override")
+                _fail(f"{_short(arg)} is neither a config file (*.py) nor a --key=value override")
             if not os.path.isfile(arg):
                 _fail(f"config file '{arg}' not found (run from the repository root; configs live in config/)")
             with open(arg) as f:
@@ -112,7 +118,7 @@ def configure(settings, argv):
             if '=' not in arg and isinstance(config.get(arg[2:]), bool):
                 arg += '=True'                      # --dry_run means --dry_run=True
             if '=' not in arg:
-                _fail(unknown_key(arg[2:], config) if arg[2:] not in config else f"'{arg}': write overrides as --key=value")
+                _fail(unknown_key(arg[2:], config) if arg[2:] not in config else f"{_short(arg)}: write overrides as --key=value")
             key, raw = arg[2:].split('=', 1)
             if key not in config:
                 _fail(unknown_key(key, config))

@@ -23,6 +23,7 @@ the first; the key probe (--absent_key=True) writes eval_absent_key.json and .pn
 
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -30,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, settings_of
-from model import GPT, GPTConfig, MLP
+from model import GPT, GPTConfig
 import rundir
 import sample_data
 
@@ -95,9 +96,7 @@ def estimate_bytes(config, batch, T, device='cpu'):
     them (on the CPU; GPU kernels do not), and Mamba2's per-chunk (l x l) decay matrices.
     Full-causal layers use SDPA's memory-efficient kernels, linear in T."""
     c = config
-    with torch.device('meta'):                                          # model.MLP's width, no memory taken
-        mlp_hidden = MLP(c).c_proj.in_features
-    width = max(3 * c.n_embd, 2 * mlp_hidden, 2 * c.expand * c.n_embd + 2 * c.d_state)
+    width = max(3 * c.n_embd, 2 * c.mlp_hidden, 2 * c.expand * c.n_embd + 2 * c.d_state)
     per_token = 6 * width
     if c.window and not str(device).startswith('cuda'):
         per_token += 3 * c.n_head * 2 * c.window          # scores, probabilities, mask: (W x 2W) per block
@@ -173,13 +172,14 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
-def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None):
+def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None, leave=True):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
     task's shortest document or would not fit in memory (each skip printed with its reason).
-    progress: the label of a progress bar (None: no bar)."""
+    progress: the label of a progress bar on a terminal (None: no bar); leave=False clears it after."""
     T, accs = model.config.block_size, {task: {} for task in tasks}
-    for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None):
+    for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None,
+                        leave=leave):
         acc, shortest = None, sample_data.min_length(task, tok)
         if m * T < shortest:
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
@@ -296,10 +296,19 @@ def check_args(cfg):
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
     runs, task_names, mults = check_args(cfg)
+    done = []                 # Ctrl-C or SIGTERM: one line, saying which runs' evals were written
+    rundir.exit_on_signals(lambda: f"stopped: {len(done)} of {len(runs)} run(s) evaluated and written"
+                                   + (f" ({', '.join(done)})" if done else '') + "; rerun: "
+                                   + shlex.join(['python', 'eval_lengths.py', *argv]))
     dev = rundir.pick_device(cfg['device'])
     name = 'eval_absent_key.json' if cfg['absent_key'] else 'eval_lengths.json'
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
-        load_run(run, 'cpu')
+        longest = max(mults) * load_run(run, 'cpu')[0].config.block_size
+        need, have = examples_bytes(cfg['eval_samples'], longest), available_bytes('cpu')
+        if need > 0.8 * have:   # else every point would be skipped, and the run's eval overwritten with nothing
+            raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,} examples of {longest:,} tokens ({run}'s "
+                             f"longest) need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are free: lower "
+                             f"eval_samples; nothing was written")
         rundir.check_writable(run, name, "rerun (nothing was evaluated); or copy the run dir somewhere writable "
                                          "and evaluate the copy")
     records = []
@@ -309,6 +318,7 @@ def main(argv):
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
+        done.append(run)
     probe = ', the key probe: keys the prompt never mentions' if cfg['absent_key'] else ''
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per point{probe})")
     print(format_table(records, mults))

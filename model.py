@@ -89,6 +89,11 @@ class GPTConfig:
         if 'M' in self.block_pattern and (self.expand * self.n_embd) % self.headdim:
             raise ValueError(f"expand*n_embd={self.expand * self.n_embd} must be divisible by headdim={self.headdim}")
 
+    @property
+    def mlp_hidden(self):
+        """SwiGLU's hidden width: 8/3 of the model's (the same parameters as a 4x MLP), in multiples of 32."""
+        return 32 * math.ceil(8 * self.n_embd / 3 / 32)
+
     def layer_kind(self, i):
         return self.block_pattern[i % len(self.block_pattern)]
 
@@ -226,7 +231,7 @@ class MLP(nn.Module):
     """SwiGLU: c_proj(silu(gate) * up), gate and up from one fused projection."""
     def __init__(self, config):
         super().__init__()
-        hidden = 32 * math.ceil(8 * config.n_embd / 3 / 32)
+        hidden = config.mlp_hidden
         self.c_fc = nn.Linear(config.n_embd, 2 * hidden, bias=False)
         self.c_proj = nn.Linear(hidden, config.n_embd, bias=False)
         self.c_proj.residual_out = True

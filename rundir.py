@@ -141,6 +141,16 @@ def where_it_stands(argv, out_dir, saved_iter, world_size):
 
 
 
+def set_aside(path):
+    """Rename a damaged file to <path>.bad (or .bad2, ...: an earlier one is kept too). -> its new name"""
+    n, new = 1, f"{path}.bad"
+    while os.path.exists(new):
+        n += 1
+        new = f"{path}.bad{n}"
+    os.replace(path, new)
+    return new
+
+
 def read_json(path, fix, kind=dict):
     """A JSON file that must hold a `kind` (a summary, a cache): one line naming the file and `fix`
     when it is missing, cut short or of another shape, never a traceback from inside json."""
@@ -249,6 +259,23 @@ def _owner(fd):
     """(pid, host) from a lock file's text, or None for an empty one."""
     text = os.pread(fd, 200, 0).decode(errors='replace').split()
     return (text + [''])[:2] if text else None
+
+
+def busy(run_dir):
+    """Held(owner) when a live process owns run_dir (its lock file flocked), else None; takes nothing."""
+    try:
+        fd = os.open(os.path.join(run_dir, LOCK), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return Held(_owner(fd))
+    except OSError:            # a file system without flock: nothing to tell
+        return None
+    finally:
+        os.close(fd)
 
 
 def _claim(fd):
@@ -385,8 +412,10 @@ def exit_on_signals(standing):
     say nothing). No traceback; finally blocks and atexit still run, so temp files go and locks
     are released."""
     def handler(signum, frame):
-        for s in (signal.SIGINT, signal.SIGTERM):     # a second Ctrl-C must not cut the cleanup short
-            signal.signal(s, signal.SIG_IGN)
+        # a second signal must not cut the cleanup short: a handler that does nothing, not SIG_IGN (setting
+        # SIG_IGN while the other signal is pending raises "OSError: Signal 15 ignored due to race condition")
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, lambda *_: None)
         line = standing()
         if line:   # on a line of its own: a progress bar may hold the current one
             print(f"\n{signal.Signals(signum).name}: {line}", file=sys.stderr, flush=True)

@@ -693,8 +693,13 @@ def load_meta(data_dir):
 def check_checksums(data_dir, meta):
     """Each CHECKSUMMED file against its sha256 in meta.json: a flipped bit in a token or mask file
     would otherwise train without a word. A corpus written before a file had its checksum is refused too."""
+    sums = meta.get('sha256', {})
+    if not isinstance(sums, dict):
+        raise DataError(f"{data_dir}/meta.json's sha256 is a {type(sums).__name__}, not a table of checksums (corrupt?): "
+                        f"delete {data_dir} and rerun (train.py generates it again), or regenerate with: "
+                        f"{regenerate(data_dir, meta)}")
     for name in CHECKSUMMED:
-        path, want = os.path.join(data_dir, name), meta.get('sha256', {}).get(name)
+        path, want = os.path.join(data_dir, name), sums.get(name)
         if want is None:
             raise DataError(f"{data_dir} was written before {name} had a checksum in meta.json: delete {data_dir} "
                             f"and rerun (train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")

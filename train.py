@@ -194,7 +194,8 @@ def start_model(run, cfg, config, device):
         model.load_state_dict(ckpt['model'])
         if init_from == 'resume':
             run.iter_num, run.best_val_loss, run.resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
-            changed = [k for k in cfg if k not in ('init_from', 'max_iters') and ckpt['config'].get(k) != cfg[k]]
+            changed = [k for k in cfg if k not in ('init_from', 'max_iters', 'out_dir')     # a moved run dir: the same run
+                       and ckpt['config'].get(k) != cfg[k]]
             print(f"resumed from {path} at iter {run.iter_num}" + (
                 "; note: settings changed since, so this is not the run an uninterrupted one would be: "
                 + ", ".join(f"{k}={ckpt['config'].get(k)!r} -> {cfg[k]!r}" for k in changed) if changed else ""))
@@ -332,8 +333,9 @@ def length_eval(run, cfg, procs, final):
     a length is skipped; in the precision the run trains in."""
     run.model.eval()
     with procs.autocast():
-        accs = eval_lengths.length_eval(run.model, run.tok, run.checked.eval_tasks, run.checked.final if final else run.checked.quick,
-                                        cfg['eval_samples'], cfg['eval_batch_size'], procs.device)
+        accs = eval_lengths.length_eval(run.model, run.tok, run.checked.eval_tasks,
+                                        run.checked.final if final else run.checked.quick, cfg['eval_samples'],
+                                        cfg['eval_batch_size'], procs.device, progress=f"eval {run.iter_num}", leave=False)
     run.model.train()
     return accs
 

@@ -15,6 +15,7 @@ import eval_lengths
 import rundir
 import sample_data
 from model import dropout_mismatch
+from study.runs import tag
 
 
 def cached(run, name, key, compute):
@@ -23,11 +24,18 @@ def cached(run, name, key, compute):
     not weights). compute=None only reads what an eval job cached, whatever device its node had:
     -> None if absent."""
     path = os.path.join(run['dir'], name)
-    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(run['dir'], 'ckpt.pt')):
-        with open(path) as f:
-            saved = json.load(f)
+    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(run['dir'], rundir.CKPT)):
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+            if not (isinstance(saved, dict) and isinstance(saved.get('key'), dict) and 'record' in saved):
+                raise ValueError(f"a {type(saved).__name__} without its key and record")
+        except (ValueError, OSError) as e:        # cut short by a full disk, or edited: never trusted
+            print(f"{tag(run)} {path} is damaged ({rundir.first_line(e)}): "
+                  + ("computing it again" if compute else "waiting for its eval job to write it again"))
+            saved = {}
         same = (lambda k: k) if compute else (lambda k: {a: v for a, v in (k or {}).items() if a != 'device'})  # noqa: E731
-        if same(saved.get('key')) == same(key):
+        if saved and same(saved['key']) == same(key):
             return saved['record']
     if compute is None:
         return None
@@ -50,10 +58,10 @@ def evaluate(runs, mults, n, compute=True):
                'device': device.split(':')[0], 'record': 'length_eval'}
 
         def final_eval():
-            print(f"[{run['arm']} seed {run['seed']}] final eval: {n} examples per task and length")
+            print(f"{tag(run)} final eval: {n} examples per task and length")
             with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
                 return eval_lengths.evaluate_run(run['dir'], tasks, mults, n, run['cfg']['eval_batch_size'], device)
-        record = cached(run, 'ablate_eval.json', key, final_eval if compute else None)
+        record = cached(run, rundir.EVAL_CACHE, key, final_eval if compute else None)
         if record is not None:
             run['eval'] = record
 
@@ -82,7 +90,7 @@ def measure_mismatch(runs, compute=True):
                 model, _, _ = eval_lengths.load_run(run['dir'], 'cpu')
             rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
             return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
-        record = cached(run, 'ablate_mismatch.json', {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS,
+        record = cached(run, rundir.MISMATCH_CACHE, {'iter': run['cfg']['max_iters'], 'max_rows': MISMATCH_ROWS,
                                                       'masks': MISMATCH_MASKS, 'measure': 'per token and batch, floor subtracted'},
                         mean_over_reached_layers if compute else None)
         if record is not None:

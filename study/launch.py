@@ -223,7 +223,7 @@ def job_states(jobs):
     """The state of each job, as the scheduler says it: Slurm's (CANCELLED, TIMEOUT, FAILED,
     OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, ...) before the result file, so a cancelled job that left
     one is CANCELLED; FINISHED where its function returned or raised and the scheduler says it ended
-    well or no longer knows it; a local job's RUNNING / FINISHED / ENDED."""
+    well or no longer knows it; a local job's RUNNING / FINISHED / FAILED (its function raised) / ENDED."""
     import submitit
     slurm = slurm_states([j.job_id for j in jobs if isinstance(j, submitit.SlurmJob)]) \
         if any(isinstance(j, submitit.SlurmJob) for j in jobs) else {}
@@ -236,24 +236,30 @@ def job_states(jobs):
                 st = 'TIMEOUT'           # submitit ends a job at its time limit itself, so Slurm says FAILED
             out.append('FINISHED' if done and st in ('COMPLETED', GONE) else
                        'ENDED (the scheduler no longer knows it, and it left no result)' if st == GONE else st)
-        elif done:
-            out.append('FINISHED')
+        elif done:               # returned, or raised: a trainer that died is no FINISHED job
+            out.append('FAILED' if job_error(job) is not None else 'FINISHED')
         else:
             st = job.state
             out.append(('RUNNING' if local_alive(job) else 'ENDED') if st.startswith('NO PROCESS') else st)  # not ours
     return out
 
 
-def timed_out(job):
-    """Did submitit end this job at its time limit? Its signal shortly before the limit makes a job
-    that cannot checkpoint itself fail with 'timed-out' in the error its result file holds."""
+def job_error(job):
+    """The error a finished job's function raised (its result file holds it), or None: a trainer that
+    exited non-zero (SIGKILLed, diverged) raised CalledProcessError in train_job."""
     import pickle
     try:
         with open(job.paths.result_pickle, 'rb') as f:     # submitit's own file: ('error', traceback) or ('success', value)
             kind, value = pickle.load(f)
     except Exception:
-        return False
-    return kind == 'error' and 'timed-out' in str(value)
+        return None
+    return str(value) if kind == 'error' else None
+
+
+def timed_out(job):
+    """Did submitit end this job at its time limit? Its signal shortly before the limit makes a job
+    that cannot checkpoint itself fail with 'timed-out' in the error its result file holds."""
+    return 'timed-out' in (job_error(job) or '')
 
 
 def is_running(st):

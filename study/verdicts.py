@@ -11,10 +11,11 @@ the point of the map its recipe sits at.
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
 """
 
-import json
 import math
 import os
 import sys
+
+import rundir
 
 from study.stats import DELTA, fisher_exact, fmt_p, holm, range_text, verdict, wilson
 
@@ -128,6 +129,9 @@ def table():
     last = None
     for name, claim in STUDIES:
         res = load(name)
+        if not res:                   # missing or empty: said, never dropped in silence
+            print(f"note: results/{name}/results.json is {'empty' if res == {} else 'missing'}: its rows are left "
+                  f"out; rerun python ablate.py config/{name}.py (or git checkout -- results/{name})")
         for row in rows(name, claim, res) if res else []:
             claim_cell, study_cell, rest = row.split(' | ', 2)
             # the claim and the study once, on the first of their rows
@@ -136,19 +140,19 @@ def table():
     return '\n'.join(lines)
 
 
-def with_table(readme):
-    if BEGIN not in readme or END not in readme:
-        raise SystemExit(f"README.md has no verdict markers ({BEGIN} ... {END}): add them where the table goes")
+def with_table(readme, tbl):
+    if BEGIN not in readme or END not in readme or readme.index(END) < readme.index(BEGIN):
+        raise SystemExit(f"README.md needs its verdict markers, {BEGIN} then {END}, in that order: put them "
+                         f"around the table")
     head, rest = readme.split(BEGIN, 1)
-    return head + BEGIN + '\n' + table() + '\n' + END + rest.split(END, 1)[1]
+    return head + BEGIN + '\n' + tbl + '\n' + END + rest.split(END, 1)[1]
 
 
 def load(name):
     path = os.path.join(ROOT, 'results', name, 'results.json')
     if not os.path.isfile(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    return rundir.read_json(path, f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun its study")
 
 
 def headline_groups(studies):
@@ -203,15 +207,16 @@ def main(argv):
     path = os.path.join(ROOT, 'README.md')
     with open(path) as f:
         readme = f.read()
-    new = with_table(readme)
+    tbl = table()
+    new = with_table(readme, tbl)
     if '--check' in argv:
         if new != readme:
             raise SystemExit("README.md's verdict table differs from what the results give: run python -m study.verdicts")
         print("README.md's verdict table matches the results")
         return
-    with open(path, 'w') as f:
-        f.write(new)
-    print(f"wrote the verdict table ({table().count(chr(10)) - 1} rows) into README.md")
+    with rundir.writing(path, 'the verdict table', 'rerun python -m study.verdicts (README.md is as it was)'):
+        rundir.write_atomic(path, new.encode())
+    print(f"wrote the verdict table ({tbl.count(chr(10)) - 1} rows) into README.md")
     studies = {name: load(name) for name in [MAP, *AT]}
     if studies[MAP]:
         draw_headline(studies, os.path.join(ROOT, 'results', 'headline.png'))

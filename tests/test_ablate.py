@@ -14,7 +14,7 @@ import ablate as abl           # the module; ablate() below runs the script
 import rundir
 import train
 from ablate import main as ablate_main
-from study import launch, outcomes, plots, stats, tables
+from study import evals, launch, outcomes, plots, stats, tables
 from study.runs import state
 from configurator import configure, settings_of
 
@@ -189,6 +189,38 @@ def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, caps
     assert 'resumed from' in open(grid / 'none' / 'seed2' / 'train.log').read()
 
 
+@pytest.mark.parametrize('name', ['..', '', '.', '/abs', 'a/b', 5])
+def test_an_arm_name_that_is_not_a_plain_folder_name_is_refused(tmp_path, name):
+    """Arms train into grid_dir/<arm>/seed<k>: a name that would leave the grid ('..', an absolute
+    path), land in it ('', '.') or make folders ('a/b'), or no name at all (an int), is one line."""
+    msg = refused(study(tmp_path, arms={name: {'dropout_site': 'none'}}, control=''))
+    assert f"arm name {name!r}" in msg and 'letters' in msg, msg
+    assert not (tmp_path / 'grid').exists() and not os.path.exists(tmp_path / 'seed1')
+
+
+def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_path, capsys):
+    """A cached final eval or mismatch cut short, [] or {} (a full disk, an edit): one line, then
+    computed again. A results_dir/results.json that is not a summary: one line, kept beside as
+    results.json.bad, and a new summary written."""
+    run = {'arm': 'none', 'seed': 1, 'dir': str(tmp_path / 'run')}
+    os.makedirs(run['dir'])
+    (tmp_path / 'run' / 'ckpt.pt').write_bytes(b'')
+    for damage in ('{"key": {"a": 1}, "rec', '[]', '{}'):
+        (tmp_path / 'run' / 'cache.json').write_text(damage)
+        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'fresh') == 'fresh'
+        assert f"[none seed 1] {run['dir']}/cache.json is damaged" in capsys.readouterr().out
+        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'again') == 'fresh'      # now a sound cache
+    results = tmp_path / 'results'
+    cfg = study(tmp_path, results_dir=str(results), seeds='1', eval_samples=1)     # the study's own grid
+    results.mkdir()
+    (results / 'results.json').write_text('[1, 2]')
+    ablate_here(cfg)
+    out = capsys.readouterr().out
+    assert f"{results}/results.json holds a list, not a dict: set aside as {results}/results.json.bad" in out, out[-3000:]
+    assert (results / 'results.json.bad').read_text() == '[1, 2]'
+    assert json.load(open(results / 'results.json'))['command'] == f'python ablate.py {cfg}'
+
+
 def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
     """A committed summary (results_dir) changes only when its study config's own grid is rerun: a
     dry run writes nothing, a subset of arms or any other smaller grid sends its summary to grid_dir,
@@ -277,6 +309,8 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--seeds=1,1000000000000000000000000000000'], ["arm 'none'", 'seed=', '2**63']),
     (['--range_threshold=0'], ['range_threshold', '(0, 1]']),
     (['--eval_multiples=2,4'], ["arm 'none'", "eval_multiples='2,4'", 'no 1x']),   # no run could ever fit
+    (['--seeds=1,1'], ["seeds='1,1'", 'seed 1 more than once']),
+    (['--seed=5'], ['--seeds=5, not --seed=5']),
 ])
 def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     msg = refused(study(tmp_path), *args)
@@ -736,6 +770,19 @@ def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp
     (fake / 'bin' / 'sbatch').write_text('#!/bin/sh\necho "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1\n')
     msg = refused(*args, '--device=cuda', f'--grid_dir={tmp_path / "gres"}')
     assert 'Invalid generic resource (gres) specification' in msg and '--slurm_gpus_per_run=N' in msg, msg
+
+
+def test_a_local_job_whose_trainer_died_is_failed_not_finished(tmp_path):
+    """submitit writes a result file whether the job's function returned or raised: a trainer that was
+    SIGKILLed (train_job raised CalledProcessError) is FAILED, with its error, never 'ended (FINISHED)'."""
+    import types
+    jobs = []
+    for name, result in (('ok', ('success', None)), ('killed', ('error', 'CalledProcessError: returned -9'))):
+        path = tmp_path / f'{name}_result.pkl'
+        path.write_bytes(pickle.dumps(result))
+        jobs.append(types.SimpleNamespace(paths=types.SimpleNamespace(result_pickle=path)))
+    assert launch.job_states(jobs) == ['FINISHED', 'FAILED']
+    assert launch.job_error(jobs[1]) == 'CalledProcessError: returned -9' and launch.job_error(jobs[0]) is None
 
 
 def test_train_job_resumes_when_the_run_dir_holds_a_checkpoint(tmp_path):

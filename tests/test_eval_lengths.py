@@ -2,8 +2,10 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -249,6 +251,7 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     (['--out_dirs='], ['out_dirs']),
     (['--out_dirs=MISSING'], ['no checkpoint']),
     (['CORRUPT'], ['not a readable']),
+    (['--eval_samples=100000000'], ['eval_samples=100,000,000', 'GiB', 'nothing was written']),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
     if '--device=cuda' in args and torch.cuda.is_available():
@@ -394,3 +397,24 @@ def test_an_eval_on_a_gpu_keeps_the_precision_the_run_trained_in(tok, monkeypatc
     with torch.autocast('cpu', dtype=torch.bfloat16):
         E.score(Recorder(), examples, 'cpu')
     assert seen == [False, True]                     # the caller's precision, not one of its own
+
+
+@pytest.mark.parametrize('sig, code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_mid_eval_is_one_line_saying_what_was_written(tok, tmp_path, sig, code):
+    """eval_lengths.py interrupted while it scores: exit 128 + the signal, one line on stderr (how many
+    runs were written and the command that reruns it), no traceback."""
+    run_dir = str(tmp_path / 'r')
+    save_tiny_run(run_dir, tok)
+    proc = subprocess.Popen([sys.executable, 'eval_lengths.py', f'--out_dirs={run_dir}', '--tasks=niah_single',
+                             '--multiples=1,2,4,8,16,32', '--eval_samples=64', '--plot=False'], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:                 # the model summary: past the imports, in the eval
+        if 'parameters' in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code and 'Traceback' not in err, err
+    line, = [x for x in err.strip().splitlines() if x.strip() and '%|' not in x]
+    assert 'stopped: 0 of 1 run(s) evaluated and written; rerun: python eval_lengths.py' in line
+    assert not os.path.exists(os.path.join(run_dir, 'eval_lengths.json'))

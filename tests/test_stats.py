@@ -219,3 +219,50 @@ def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map()
     xs = [g[0] for g in groups]
     assert all(b - a >= 0.6 for a, b in zip(xs, xs[1:]))                  # left to right, no slot shared
     assert groups[3][4] == [0.45, 0.46]
+
+
+def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_line(tmp_path, monkeypatch, capsys):
+    """On a copy of the README and the summaries: a write that fails (a full disk) leaves the README
+    as it was and ends in one line; markers in the wrong order, and a results.json cut short, are one
+    line naming what to fix; a study whose results.json is missing or empty is named, not dropped
+    in silence."""
+    import errno
+    import shutil
+    from study import verdicts
+    for name, _ in verdicts.STUDIES:
+        if os.path.exists(os.path.join(verdicts.ROOT, 'results', name, 'results.json')):
+            os.makedirs(tmp_path / 'results' / name)
+            shutil.copy(os.path.join(verdicts.ROOT, 'results', name, 'results.json'), tmp_path / 'results' / name)
+    shutil.copy(os.path.join(verdicts.ROOT, 'README.md'), tmp_path / 'README.md')
+    monkeypatch.setattr(verdicts, 'ROOT', str(tmp_path))
+    monkeypatch.setattr(verdicts, 'draw_headline', lambda *a: None)
+    readme = (tmp_path / 'README.md').read_text()
+
+    def one_line(*argv):
+        with pytest.raises(SystemExit) as e:
+            verdicts.main(list(argv))
+        assert isinstance(e.value.code, str) and len(e.value.code.splitlines()) == 1, e.value.code
+        return e.value.code
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    with monkeypatch.context() as m:
+        m.setattr(verdicts.rundir, 'write_atomic', full)
+        assert 'no space left on the device' in one_line()
+    assert (tmp_path / 'README.md').read_text() == readme
+    begin, end = verdicts.BEGIN, verdicts.END
+    (tmp_path / 'README.md').write_text(readme.replace(begin, '@@').replace(end, begin).replace('@@', end))
+    assert 'in that order' in one_line('--check')
+    (tmp_path / 'README.md').write_text(readme)
+    cut = tmp_path / 'results' / 'study_positive' / 'results.json'
+    text = cut.read_text()
+    cut.write_text(text[:len(text) // 2])
+    assert one_line('--check').startswith(f"{cut} is not readable JSON") and 'git checkout' in one_line()
+    cut.write_text('{}')
+    capsys.readouterr()
+    verdicts.main([])
+    assert 'results/study_positive/results.json is empty: its rows are left out' in capsys.readouterr().out
+    os.remove(cut)
+    verdicts.main([])
+    assert 'results/study_positive/results.json is missing: its rows are left out' in capsys.readouterr().out
+    assert '[study_positive]' not in (tmp_path / 'README.md').read_text()

@@ -338,6 +338,41 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     refused([*base, f'--out_dir={good}', '--init_from=resume', '--max_iters=4'], 'tokenizer mismatch')
 
 
+def test_bad_data_and_busy_or_moved_runs_are_one_line_and_write_nothing(data_dir, done_run, tmp_path, capsys):
+    """A corpus whose meta.json's sha256 is not a table, and one whose train split is shorter than one
+    row: one line each and no run dir (a run used to die inside torch.randint after its first
+    checkpoint). init_from= a run another process is training: refused, its latest checkpoint is not
+    its last. A run dir moved elsewhere resumes as the same run, without 'settings changed' for out_dir.
+    A 100 KB value is quoted short in its error."""
+    base = ['tests/base_config.py', *TINY, *on(data_dir), *DONE]
+
+    def copy_of(name):
+        d = tmp_path / name
+        shutil.copytree(data_dir, d)
+        return d
+    lists = copy_of('lists')
+    meta = json.loads((lists / 'meta.json').read_text())
+    (lists / 'meta.json').write_text(json.dumps(meta | {'sha256': list(meta['sha256'].values())}))
+    refused([*base, f'--data_dir={lists}', f'--out_dir={tmp_path / "r1"}'], "sha256 is a list, not a table", 'delete')
+    short = copy_of('short')
+    for name, n in (('train.bin', 2 * 50), ('train_mask.bin', 50)):          # 50 tokens: less than a row of 96 + 1
+        (short / name).write_bytes((short / name).read_bytes()[:n])
+    meta = json.loads((short / 'meta.json').read_text())
+    meta['train_tokens'] = 50
+    meta['sha256'] |= {f: sample_data.file_sha256(short / f) for f in ('train.bin', 'train_mask.bin')}
+    (short / 'meta.json').write_text(json.dumps(meta))
+    refused([*base, f'--data_dir={short}', f'--out_dir={tmp_path / "r2"}'], 'less than one row', 'delete')
+    assert not (tmp_path / 'r1').exists() and not (tmp_path / 'r2').exists()
+    busy = rundir.DirLock(done_run)                   # as if another process were training it
+    refused([*base, f'--out_dir={tmp_path / "r3"}', f'--init_from={done_run}'], 'is being trained by process', 'wait')
+    busy.release()
+    moved = str(shutil.copytree(done_run, tmp_path / 'moved'))
+    out = run(*base, f'--out_dir={moved}', '--init_from=resume', '--max_iters=4')
+    assert 'settings changed' not in out.stdout and [r['iter'] for r in log(moved)] == [0, 2, 4]
+    msg = refused([*base, '--dropout=' + 'x' * 100_000], 'dropout expects float')
+    assert len(msg) < 400 and '100,' in msg
+
+
 @pytest.mark.parametrize('case,words', [
     ('syntax', ['bad.py', 'SyntaxError']),
     ('name', ['bad.py', 'line 2', 'NameError']),
@@ -446,6 +481,19 @@ def test_a_resume_whose_log_lost_the_fit_keeps_the_fit_the_checkpoint_saw(data_d
     out = run(*args, '--init_from=resume')
     assert 'fit at iter' not in out.stdout
     assert [(r['iter'], r['fit_iter']) for r in log(out_dir)] == logged
+
+
+def test_the_quick_eval_shows_its_progress_on_a_terminal(data_dir, tmp_path, monkeypatch):
+    """A quick eval at long multiples can take minutes: train.py gives it a progress bar labelled with
+    its step (tqdm draws it only on a terminal) that clears itself when done."""
+    seen, real = [], eval_lengths.length_eval
+
+    def length_eval(*a, **k):
+        seen.append((k.get('progress'), k.get('leave')))
+        return real(*a, **k)
+    monkeypatch.setattr(eval_lengths, 'length_eval', length_eval)
+    run('tests/base_config.py', *TINY, *on(data_dir), *DONE, f'--out_dir={tmp_path / "run"}')
+    assert seen == [('eval 0', False), ('eval 2', False)]
 
 
 class Planted:
@@ -755,6 +803,19 @@ def test_sigint_ends_with_one_line_whose_command_resumes_the_run(data_dir, tmp_p
     assert command.endswith('--init_from=resume')
     run_command(command)
     assert [r['iter'] for r in log(out_dir)] == list(range(0, 161, 20))
+    # Ctrl-C to a process group sends SIGINT, and a launcher's stop SIGTERM, back to back: still one line
+    # (the handler once set SIG_IGN while the other signal was pending: "OSError: Signal 15 ignored")
+    shutil.rmtree(out_dir)
+    proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=ONE_THREAD)
+    deadline = time.time() + 120
+    while not (os.path.exists(log_path) and open(log_path).read().count('\n') >= 1) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode in (130, 143) and 'Traceback' not in stderr and 'Error' not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
 
 
 @pytest.mark.slow
