@@ -154,7 +154,8 @@ def bench_saved():
     """What one layer keeps for backward per 4096-token row at the GPU configs' width (768, dropout
     0.1, vpad), the parameters left out, fp32 and under bfloat16 autocast (the GPU runs' dtype); then
     each GPU config's total, layers x rows per micro-batch, against an 80 GB card."""
-    print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, distinct storages) ==")
+    print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, "
+          "distinct storages) ==")
     configs = {name: read_config(name) for name in ('gpu_vpad_4k', 'gpu_mamba2_4k')}
     M.USE_COMPILE = False
     per_row = {}
@@ -177,12 +178,14 @@ def bench_saved():
     for name, c in configs.items():
         total = c['n_layer'] * c['batch_size'] * per_row[name, 'bf16 autocast']
         print(f"{name:<16} {c['n_layer']} layers x {c['batch_size']} rows = {total / 1e9:5.1f} GB of 80 GB "
-              f"({total / 80e9:.0%}); tokens per step {c['batch_size'] * c['gradient_accumulation_steps'] * c['block_size']:,}")
+              f"({total / 80e9:.0%}); tokens per step "
+              f"{c['batch_size'] * c['gradient_accumulation_steps'] * c['block_size']:,}")
 
 
 def bench_scan():
     """Chunked SSD scan vs the sequential loop it must equal."""
-    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all heads, chunk 64, fp32) ==")
+    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all heads, chunk 64, "
+          "fp32) ==")
     for t, backward in ((1024, True), (4096, False)):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, t, 8, 32, generator=g)
@@ -301,7 +304,8 @@ def bench_gpu_group(title, variants, base, device, peak_flops, rounds=5, steps=3
         mfu = f"MFU {i['flops'] / dt / peak_flops:5.1%}" if peak_flops else "MFU n/a"
         print(f"{name:<22} {dt * 1000:7.1f} ms [{min(ts) / steps * 1000:.1f}-{max(ts) / steps * 1000:.1f}]"
               f"  {statistics.median(ratios):5.2f}x {base} [{min(ratios):.2f}-{max(ratios):.2f}]"
-              f"  {i['tokens'] / dt / 1e3:6.0f}K tok/s  {mfu}  peak {(i['resident'] + i['transient']) / 2**30:5.1f} GiB  ({i['how']})")
+              f"  {i['tokens'] / dt / 1e3:6.0f}K tok/s  {mfu}  peak {(i['resident'] + i['transient']) / 2**30:5.1f} GiB"
+              f"  ({i['how']})")
 
 
 def gpu_sites_variants():
@@ -309,7 +313,8 @@ def gpu_sites_variants():
     tokens; 'none, no RoPE' (every layer NoPE) shows what the rotation itself costs."""
     full = dict(window=0, nope_every=0, dropout_site='none')
     variants = {'none, no RoPE': (gpu_model('gpu_vpad_4k', **full | dict(nope_every=1)), 16, 1024, True)}
-    return variants | {site: (gpu_model('gpu_vpad_4k', **full | dict(dropout_site=site)), 16, 1024, True) for site in SITES}
+    return variants | {site: (gpu_model('gpu_vpad_4k', **full | dict(dropout_site=site)), 16, 1024, True)
+                       for site in SITES}
 
 
 def gpu_4k_variants():

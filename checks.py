@@ -21,8 +21,8 @@ POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_
             'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
             'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
 # sizes past these cannot be built on any machine (a tensor's size overflows before memory is checked)
-AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 2 ** 16, 'expand': 64, 'headdim': 2 ** 16,
-           'd_conv': 2 ** 10, 'chunk_size': 2 ** 16, 'learning_rate': 1e38, 'min_lr': 1e38}
+AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 2 ** 16, 'expand': 64,
+           'headdim': 2 ** 16, 'd_conv': 2 ** 10, 'chunk_size': 2 ** 16, 'learning_rate': 1e38, 'min_lr': 1e38}
 AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it") | dict.fromkeys(
     ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
 NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
@@ -68,16 +68,18 @@ def check_config(cfg, defaults, here=True):
             raise ValueError(f"short_conv={cfg['short_conv']} is longer than block_size={cfg['block_size']}: "
                              f"a convolution longer than the training length mixes in nothing more")
         if cfg['batch_size'] * cfg['gradient_accumulation_steps'] > 2 ** 24:
-            raise ValueError(f"batch_size x gradient_accumulation_steps = {cfg['batch_size'] * cfg['gradient_accumulation_steps']:,} "
-                             f"rows per step, more than the {2 ** 24:,} a step can draw: lower gradient_accumulation_steps")
+            raise ValueError(f"batch_size x gradient_accumulation_steps = "
+                             f"{cfg['batch_size'] * cfg['gradient_accumulation_steps']:,} rows per step, more than the "
+                             f"{2 ** 24:,} a step can draw: lower gradient_accumulation_steps")
         for k in ('out_dir', 'data_dir'):
             if not cfg[k].strip():
                 raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
             if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
                 raise ValueError(f"{k}={cfg[k]!r} is a file, not a folder: give a folder, e.g. --{k}=out/run1")
         if os.path.realpath(cfg['out_dir']) == os.path.realpath(cfg['data_dir']):
-            raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the corpus "
-                             f"need one each, e.g. --data_dir=data/{os.path.basename(os.path.normpath(cfg['data_dir']))}")
+            raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the "
+                             f"corpus need one each, e.g. --data_dir=data/"
+                             f"{os.path.basename(os.path.normpath(cfg['data_dir']))}")
         if cfg['loss_on'] not in ('answers', 'all'):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
@@ -99,11 +101,13 @@ def check_config(cfg, defaults, here=True):
             if cfg['block_size'] < sample_data.min_length(t, tok):
                 raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
                                  f"({sample_data.min_length(t, tok)} tokens)")
-        eval_tasks = sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks', weighted=False)[0] if cfg['eval_tasks'].strip() else trained
+        eval_tasks = (sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks', weighted=False)[0]
+                      if cfg['eval_tasks'].strip() else trained)
         quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
         final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
         if cfg['steps_after_fit'] and 1 not in quick:
-            raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to eval_multiples={cfg['eval_multiples']!r}")
+            raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to "
+                             f"eval_multiples={cfg['eval_multiples']!r}")
         check_schedule(cfg)
         if not 0 < cfg['fit_accuracy'] <= 1:
             raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
@@ -128,14 +132,14 @@ def check_schedule(cfg):
     that has a fit to count from and branches that decay."""
     saf, cool = cfg['steps_after_fit'], cfg['cooldown_iters']
     if saf and cool > saf:
-        raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit at the "
-                         f"earliest; lower it (0 = all of steps_after_fit)")
+        raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit "
+                         f"at the earliest; lower it (0 = all of steps_after_fit)")
     snapshots = parse_snapshots(cfg['snapshots_after_fit'])
     if not snapshots:
         return
     if not saf or snapshots[-1] > saf:
-        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the fit: set steps_after_fit to the "
-                         f"trunk's length past it, at least {snapshots[-1]} (now {saf})")
+        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the fit: set steps_after_fit "
+                         f"to the trunk's length past it, at least {snapshots[-1]} (now {saf})")
     if not cool or not cfg['decay_lr']:
         raise ValueError(f"snapshots_after_fit needs branches that decay: set cooldown_iters > 0 (now {cool}) "
                          f"and decay_lr=True (now {cfg['decay_lr']})")
@@ -147,10 +151,12 @@ def no_effect(cfg, c, defaults):
     taken for an ablation."""
     notes = []
     if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
-        why = 'decay_lr=False' if not cfg['decay_lr'] else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)"
+        why = ('decay_lr=False' if not cfg['decay_lr']
+               else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)")
         notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
     if cfg['cooldown_iters'] and not cfg['steps_after_fit']:
-        notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit (the decay runs after the fit)")
+        notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit "
+                     f"(the decay runs after the fit)")
     if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
                   f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != defaults[k]]
@@ -163,21 +169,23 @@ def check_memory(cfg, c, device, shortest):
     eval_samples too many holds every example of the first quick eval at once."""
     cuda = device.startswith('cuda')
     # a GPU's whole memory, not its free memory: asking for that would open a CUDA context in ablate.py too
-    have = torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda else eval_lengths.available_bytes('cpu')
+    have = (torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda
+            else eval_lengths.available_bytes('cpu'))
     act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
     weights = 16 * (12 * c.n_layer * c.n_embd ** 2 + c.vocab_size * c.n_embd)   # + gradients and AdamW's moments
     if weights > 0.8 * have:
-        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB for the "
-                         f"weights, their gradients and AdamW's moments, and {device} has {have / 2**30:.1f} GiB: lower n_embd or n_layer")
+        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB "
+                         f"for the weights, their gradients and AdamW's moments, and {device} has "
+                         f"{have / 2**30:.1f} GiB: lower n_embd or n_layer")
     need = train_bytes(cfg, c, device, act_bytes)
     if need > 0.8 * have:
-        raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about {need / 2**30:.1f} GiB "
-                         f"to train and {device} has {have / 2**30:.1f} GiB: lower batch_size (raise gradient_accumulation_steps "
-                         f"to keep the tokens per step)")
+        raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about "
+                         f"{need / 2**30:.1f} GiB to train and {device} has {have / 2**30:.1f} GiB: lower batch_size "
+                         f"(raise gradient_accumulation_steps to keep the tokens per step)")
     need, have = eval_lengths.examples_bytes(cfg['eval_samples'], shortest), eval_lengths.available_bytes('cpu')
     if need > 0.8 * have:
-        raise ValueError(f"eval_samples={cfg['eval_samples']} examples of {shortest} tokens need about {need / 2**30:.1f} GiB "
-                         f"and {have / 2**30:.1f} GiB are free: lower eval_samples")
+        raise ValueError(f"eval_samples={cfg['eval_samples']} examples of {shortest} tokens need about "
+                         f"{need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are free: lower eval_samples")
 
 
 def train_bytes(cfg, c, device, act_bytes):

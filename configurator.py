@@ -13,7 +13,8 @@ settings from
 an error naming the closest valid keys, a value of the wrong type is an error naming the key, the
 expected type and what was given, and a missing config file (or one that does not run) says so.
 Errors exit with one line, no stack trace. An int is accepted where a float is expected; booleans
-take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its default and the comment written beside
+take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its \
+default and the comment written beside
 it in the calling script, then exits.
 """
 
@@ -69,7 +70,8 @@ def _check_type(key, value, default, source):
         return value
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    _fail(f"{key} expects {expected.__name__} (default {default!r}), got {type(value).__name__} {_short(value)} from {source}")
+    _fail(f"{key} expects {expected.__name__} (default {default!r}), got {type(value).__name__} {_short(value)} "
+          f"from {source}")
 
 
 def _parse(key, raw, default):
@@ -118,7 +120,8 @@ def configure(settings, argv):
             if '=' not in arg and isinstance(config.get(arg[2:]), bool):
                 arg += '=True'                      # --dry_run means --dry_run=True
             if '=' not in arg:
-                _fail(unknown_key(arg[2:], config) if arg[2:] not in config else f"{_short(arg)}: write overrides as --key=value")
+                _fail(unknown_key(arg[2:], config) if arg[2:] not in config
+                      else f"{_short(arg)}: write overrides as --key=value")
             key, raw = arg[2:].split('=', 1)
             if key not in config:
                 _fail(unknown_key(key, config))

@@ -41,7 +41,8 @@ def main(argv):
         idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
         state, what = ckpt['model'], f"{argv[0]} (trained with {cfg['dropout_site']})"
     else:
-        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, nope_every=0, short_conv=0, block_pattern='A')
+        cfg = dict(vocab_size=512, n_layer=4, n_head=4, n_embd=128, window=64, nope_every=0, short_conv=0,
+                   block_pattern='A')
         idx = torch.randint(0, 512, (8, 256))
         model = GPT(GPTConfig(**cfg))
         with torch.no_grad():  # trained models have coordinates with non-zero means; give the random one some
@@ -56,8 +57,9 @@ def main(argv):
     cols = ('token_shift', 'mean_shift', 'var_ratio')
     for where, pre in (("input", ''), ("output (pre-activation)", 'pre_act_')):
         print(f"\ntrain-vs-eval mismatch at each linear layer's {where}: {what}, dropout={cfg['dropout']}, batch "
-              f"{tuple(idx.shape)}, 32 masks; tok = per-token mean shift, mean = batch mean shift (eval sds, noise floor "
-              f"subtracted; 0 = kept), var = train / eval variance (1 = kept); * = the site's noise does not reach it")
+              f"{tuple(idx.shape)}, 32 masks; tok = per-token mean shift, mean = batch mean shift (eval sds, "
+              f"noise floor subtracted; 0 = kept), var = train / eval variance (1 = kept); * = the site's noise "
+              f"does not reach it")
         print(f"{'layer.' + where.split()[0] + ' of':<18}" + "".join(f"{s + ' tok/mean/var':>30}" for s in SITES))
         for i, r in enumerate(tables['none']):
             print(f"{str(r['layer']) + '.' + r['proj']:<18}" + "".join(

@@ -62,9 +62,12 @@ class GPTConfig:
     dropout: float = 0.1
     dropout_site: str = 'vpad'  # one of SITES
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
-    short_conv: int = 3         # attention layers first add a learned per-channel mix of the previous short_conv positions to their input; 0 = off
-    nope_every: int = 1         # every k-th attention layer (counting attention layers only) is global, no RoPE; 0 = never
-    nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the last (W N W N)
+    short_conv: int = 3         # attention layers first add a learned per-channel mix of the previous short_conv
+                                # positions to their input; 0 = off
+    nope_every: int = 1         # every k-th attention layer (counting attention layers only) is global, no RoPE;
+                                # 0 = never
+    nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the
+                                # last (W N W N)
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
     d_state: int = 64           # Mamba2: state size n
@@ -252,7 +255,7 @@ class MLP(nn.Module):
 def ssd_scan_sequential(x, dt, A, B, C):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
     b, t, h, p = x.shape
-    B, C = (u.repeat_interleave(h // u.shape[2], dim=2) for u in (B, C))    # (b, t, h, n): head i reads group i // (h/g)
+    B, C = (u.repeat_interleave(h // u.shape[2], dim=2) for u in (B, C))  # (b, t, h, n): head i reads group i // (h/g)
     state = x.new_zeros(b, h, p, B.shape[-1])
     ys = []
     for i in range(t):
@@ -561,7 +564,8 @@ def compiled(fn):
         try:
             return run.kernel(*args)
         except torch._dynamo.exc.BackendCompilerFailed as e:
-            print(f"model.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); running it op by op")
+            print(f"model.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
+                  f"running it op by op")
             run.kernel = fn
             return fn(*args)
     run.kernel = None

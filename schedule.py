@@ -27,7 +27,8 @@ def parse_snapshots(text):
     except ValueError:
         steps = None
     if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):
-        raise ValueError(f"snapshots_after_fit={text!r}: give increasing positive steps past the fit, e.g. '1000,4000,10000'")
+        raise ValueError(f"snapshots_after_fit={text!r}: give increasing positive steps past the fit, "
+                         f"e.g. '1000,4000,10000'")
     return steps
 
 
@@ -94,7 +95,8 @@ class Schedule:
     def observe(self, it, accs, final):
         """The fit rule on the length eval of step `it`. -> whether the run fits here. A fit seen only
         in the final eval of a fit-gated run had no steps after it: not a fit."""
-        if self.fit_iter is None and fits(accs, self.cfg['fit_accuracy']) and not (final and self.cfg['steps_after_fit']):
+        if (self.fit_iter is None and fits(accs, self.cfg['fit_accuracy'])
+                and not (final and self.cfg['steps_after_fit'])):
             self.fit_iter = it
             return True
         return False

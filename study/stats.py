@@ -20,12 +20,12 @@ TESTS = {'alpha': 0.05, 'power': 0.8}     # a dict, not config keys: fixed with 
 
 
 # Student t quantiles for df 1..30: t_0.975 (the 95% interval) and t_0.95 (the 90% interval of two one-sided tests)
-T_QUANTILES = {0.975: (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-                       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-                       2.045, 2.042),
-               0.95: (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761,
-                      1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701,
-                      1.699, 1.697)}
+T_QUANTILES = {0.975: (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+                       2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+                       2.052, 2.048, 2.045, 2.042),
+               0.95: (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771,
+                      1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706,
+                      1.703, 1.701, 1.699, 1.697)}
 Z_QUANTILES = {0.975: 1.959963984540054, 0.95: 1.6448536269514722}
 
 
@@ -35,7 +35,8 @@ def fisher_exact(a, b, c, d):
     r1, r2, c1 = a + b, c + d, a + c
     weight = lambda x: math.comb(r1, x) * math.comb(r2, c1 - x)  # noqa: E731
     observed = weight(a)
-    return sum(w for w in map(weight, range(max(0, c1 - r2), min(r1, c1) + 1)) if w <= observed) / math.comb(r1 + r2, c1)
+    return (sum(w for w in map(weight, range(max(0, c1 - r2), min(r1, c1) + 1)) if w <= observed)
+            / math.comb(r1 + r2, c1))
 
 
 def smallest_fisher_p(n1, n2):
@@ -69,7 +70,8 @@ def t_interval(m, sd, n, level=0.95):
     """The Student t interval at `level` (0.95 or 0.90) of a mean m of n values with sample sd."""
     df, q = n - 1, {0.95: 0.975, 0.90: 0.95}[level]
     z, table = Z_QUANTILES[q], T_QUANTILES[q]      # past the table, the Cornish-Fisher expansion in 1/df
-    t = table[df - 1] if df <= len(table) else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    t = (table[df - 1] if df <= len(table)
+         else z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2))
     half = t * sd / math.sqrt(n)
     return [m - half, m + half]
 
@@ -152,11 +154,13 @@ def permutation_test(x, y, max_exact=200_000, n_random=20_000, seed=0):
     observed = diff(sum(x)) - 1e-9               # a tie in exact arithmetic must count despite float noise
     splits = math.comb(len(pooled), n)
     if splits <= max_exact:
-        hits = sum(diff(sum(pooled[i] for i in idx)) >= observed for idx in itertools.combinations(range(len(pooled)), n))
+        hits = sum(diff(sum(pooled[i] for i in idx)) >= observed
+                   for idx in itertools.combinations(range(len(pooled)), n))
         return hits / splits, f"exact: all {splits:,} splits"
     rng = random.Random(seed)
     hits = sum(diff(sum(rng.sample(pooled, n))) >= observed for _ in range(n_random))
-    return (hits + 1) / (n_random + 1), f"Monte Carlo: {n_random:,} random splits (seed {seed}), p = (hits + 1) / (draws + 1)"
+    return ((hits + 1) / (n_random + 1),
+            f"Monte Carlo: {n_random:,} random splits (seed {seed}), p = (hits + 1) / (draws + 1)")
 
 
 def sign_flip_test(d, max_exact=2 ** 16, n_random=20_000, seed=0):
@@ -165,11 +169,13 @@ def sign_flip_test(d, max_exact=2 ** 16, n_random=20_000, seed=0):
     observed one. Every pattern when there are at most max_exact, else n_random random ones. -> (p, method)."""
     observed = abs(sum(d)) - 1e-9
     if 2 ** len(d) <= max_exact:
-        hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= observed for signs in itertools.product((1, -1), repeat=len(d)))
+        hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= observed
+                   for signs in itertools.product((1, -1), repeat=len(d)))
         return hits / 2 ** len(d), f"exact: all {2 ** len(d):,} sign patterns"
     rng = random.Random(seed)
     hits = sum(abs(sum(v if rng.random() < 0.5 else -v for v in d)) >= observed for _ in range(n_random))
-    return (hits + 1) / (n_random + 1), f"Monte Carlo: {n_random:,} random sign patterns (seed {seed}), p = (hits + 1) / (draws + 1)"
+    return ((hits + 1) / (n_random + 1),
+            f"Monte Carlo: {n_random:,} random sign patterns (seed {seed}), p = (hits + 1) / (draws + 1)")
 
 
 def power_fisher(p1, p2, n, alpha=0.05):

@@ -55,15 +55,17 @@ def deterioration_rows(name, claim, res):
     for a, b in DETERIORATION_PAIRS[name]:
         da, db = arms[a]['deterioration'], arms[b]['deterioration']
         if da['of'] and db['of']:
-            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'], db['count'], db['of'] - db['count'])))
+            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'],
+                                                     db['count'], db['of'] - db['count'])))
     out = []
     for (a, b, da, db, p), p_holm in zip(tests, holm([t[4] for t in tests])):
         lo, hi = newcombe(da['count'], da['of'], db['count'], db['of'])
         verdict = ('higher' if da['count'] / da['of'] > db['count'] / db['of'] else 'lower') if p_holm <= ALPHA else \
             f"not resolved: [{lo:+.2f}, {hi:+.2f}]"
-        out.append(f"| {claim} | {link} | {a} vs {b}: share that deteriorates {da['count']}/{da['of']} vs {db['count']}/"
-                   f"{db['of']} fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs {arms[b]['area']['mean']:.3f} "
-                   f"| {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm | {verdict} |")
+        out.append(f"| {claim} | {link} | {a} vs {b}: share that deteriorates {da['count']}/{da['of']} vs "
+                   f"{db['count']}/{db['of']} fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs "
+                   f"{arms[b]['area']['mean']:.3f} | {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm "
+                   f"| {verdict} |")
     return out
 
 
@@ -86,12 +88,14 @@ def long_rows(name, claims, res):
     claim_1 = [paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late} steps past the fit, "
                                            f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
                                            f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False)]
-    claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta) for a, t in L['change_vs_control'].items()]
+    claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
+                for a, t in L['change_vs_control'].items()]
     sites = []
     for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
         for a in arms:
             t = area[a]['vs_control']['area']['left_out']
-            row = paired_row(claims[1] if family == 'sites' else claims[0], link, f"{a} vs {c}, cooled area at +{late}: "
+            row = paired_row(claims[1] if family == 'sites' else claims[0], link,
+                             f"{a} vs {c}, cooled area at +{late}: "
                              f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta)
             (sites if family == 'sites' else claim_1).append(row)
     return claim_1 + sites
@@ -118,7 +122,8 @@ def rows(name, claim, res):
             continue
         what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
         row = paired_row(claim, link, what, t, delta)
-        out.append(row.rsplit(' | ', 1)[0] + ' | untestable on this recipe: the control is at ceiling |' if ceiling else row)
+        out.append(row.rsplit(' | ', 1)[0] + ' | untestable on this recipe: the control is at ceiling |' if ceiling
+                   else row)
     return out
 
 
@@ -211,7 +216,8 @@ def main(argv):
     new = with_table(readme, tbl)
     if '--check' in argv:
         if new != readme:
-            raise SystemExit("README.md's verdict table differs from what the results give: run python -m study.verdicts")
+            raise SystemExit("README.md's verdict table differs from what the results give: "
+                             "run python -m study.verdicts")
         print("README.md's verdict table matches the results")
         return
     with rundir.writing(path, 'the verdict table', 'rerun python -m study.verdicts (README.md is as it was)'):

@@ -12,7 +12,8 @@ sys.path.insert(0, ROOT)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end checks that take minutes (run with -m slow)")
-    config.addinivalue_line("markers", "slurm: ablate.py against a real one-node Slurm (run with -m slurm; .ci/run does)")
+    config.addinivalue_line("markers",
+                            "slurm: ablate.py against a real one-node Slurm (run with -m slurm; .ci/run does)")
     # torch's own deprecation notice from inside torch.compile is not ours to fix
     config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 

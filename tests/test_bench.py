@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_gpu_bench_without_cuda_refuses_in_one_line():
-    out = subprocess.run([sys.executable, 'bench.py', '--device=cuda'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, 'bench.py', '--device=cuda'], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 1
     assert out.stderr.strip().count('\n') == 0 and 'no CUDA device here' in out.stderr
 
@@ -39,4 +40,5 @@ def test_gpu_group_reports_every_variant_against_the_base(capsys, monkeypatch):
     bench.bench_gpu_group("tiny", variants, 'attention', 'cpu', peak_flops=1e12, rounds=2, steps=1)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(('attention', 'mamba2'))]
     assert len(lines) == 2
-    assert ' 1.00x attention [1.00-1.00]' in lines[0] and 'MFU' in lines[1] and 'tok/s' in lines[1] and '(eager' in lines[1]
+    assert (' 1.00x attention [1.00-1.00]' in lines[0] and 'MFU' in lines[1] and 'tok/s' in lines[1]
+            and '(eager' in lines[1])

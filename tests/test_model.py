@@ -171,7 +171,8 @@ def test_ssd_scan_written_out_backward_equals_autograd_of_sequential_loop_float6
     # the reference is autograd through the plain loop; the loss reads y and the final state
     args = [a.requires_grad_() for a in random_scan_inputs(2, 29, 4, 3, 5, torch.float64, groups=groups)]
     g = torch.Generator().manual_seed(1)
-    wy, ws = torch.randn(2, 29, 4, 3, generator=g, dtype=torch.float64), torch.randn(2, 4, 3, 5, generator=g, dtype=torch.float64)
+    wy, ws = (torch.randn(2, 29, 4, 3, generator=g, dtype=torch.float64),
+              torch.randn(2, 4, 3, 5, generator=g, dtype=torch.float64))
 
     def loss(y, s):
         return (y * wy).sum() + (s * ws).sum()
@@ -278,7 +279,8 @@ def test_causal_conv_silu_in_bfloat16_returns_bfloat16_and_fp32_weight_grads(eag
     x = torch.randn(2, 9, 6).bfloat16().requires_grad_()
     y = M.causal_conv_silu(x, conv.weight, conv.bias)
     y.float().sum().backward()
-    assert (y.dtype, x.grad.dtype, conv.weight.grad.dtype, conv.bias.grad.dtype) == (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32)
+    assert ((y.dtype, x.grad.dtype, conv.weight.grad.dtype, conv.bias.grad.dtype)
+            == (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32))
     ref = F.silu(conv(x.detach().float().transpose(1, 2))[..., :9].transpose(1, 2))
     torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
 
@@ -386,7 +388,8 @@ def test_64k_token_forward_memory_is_linear():
         "import resource, torch\n"
         "from model import GPT, GPTConfig\n"
         "torch.manual_seed(0)\n"
-        "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64, nope_every=0, short_conv=0)).eval()\n"
+        "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64, nope_every=0, "
+        "short_conv=0)).eval()\n"
         "with torch.no_grad():\n"
         "    logits, _ = m(torch.randint(0, 64, (1, 65536)))\n"
         "assert logits.shape == (1, 1, 64) and torch.isfinite(logits).all()\n"
@@ -536,7 +539,8 @@ def test_mismatch_measures_planted_shifts_and_subtracts_the_mask_noise_floor():
     inv = planted(M.Dropout(p, affine=False))
     assert inv['token_floor'] > 0.03 and inv['token_shift'] < 0.01 and inv['mean_shift'] < 0.003
     inflated = 1 + p / (1 - p) * (0.7 ** 2 + 1)     # independent coordinates: p/(1-p) E[x_i^2] / var x_i, in and out
-    assert inv['var_ratio'] == pytest.approx(inflated, rel=0.02) and inv['pre_act_var_ratio'] == pytest.approx(inflated, rel=0.03)
+    assert (inv['var_ratio'] == pytest.approx(inflated, rel=0.02)
+            and inv['pre_act_var_ratio'] == pytest.approx(inflated, rel=0.03))
     same = planted(nn.Identity())
     assert not same['reached'] and same['token_shift'] == same['mean_shift'] == 0 and same['var_ratio'] == 1
 
@@ -706,7 +710,8 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
 
     def fails(gm, example_inputs):
         raise TypeError("list indices must be integers or slices, not NoneType")
-    backend = fails if where == 'forward' else aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm), bw_compiler=fails)
+    backend = fails if where == 'forward' else aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm),
+                                                            bw_compiler=fails)
     model = GPT(tiny(block_pattern='AM', window=8))
     idx = torch.randint(0, 64, (2, 16))
     wrapped = CompiledOrEager(model, backend=backend)
@@ -740,11 +745,13 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, caps
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
     assert diagnose('--chek').startswith('unknown argument(s) --chek: python mismatch.py [RUN_DIR')
-    assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")   # a ckpt path is taken as one
+    # a ckpt path is taken as one
+    assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
     data = tmp_path / 'data'                       # a corpus whose meta.json is there but val.bin is not
     data.mkdir()
     (data / 'meta.json').write_text('{}')
-    torch.save({'model': None, 'model_args': {'block_size': 64}, 'config': {'data_dir': str(data)}}, tmp_path / 'ckpt.pt')
+    torch.save({'model': None, 'model_args': {'block_size': 64}, 'config': {'data_dir': str(data)}},
+               tmp_path / 'ckpt.pt')
     assert f'{data}/val.bin is missing though' in diagnose(tmp_path) and 'delete' in diagnose(tmp_path)

@@ -25,8 +25,8 @@ def start_cluster(*flags):
     give_up = pytest.fail if os.environ.get('CI') == 'true' else pytest.skip
     if os.geteuid() != 0:
         give_up("a one-node Slurm needs root (study/slurm_start.sh installs packages and starts daemons)")
-    out = subprocess.run(['bash', os.path.join(ROOT, 'study', 'slurm_start.sh'), *flags], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(['bash', os.path.join(ROOT, 'study', 'slurm_start.sh'), *flags], capture_output=True,
+                         text=True, timeout=600)
     if out.returncode:
         give_up(f"no Slurm cluster here: {(out.stderr.strip().splitlines() or ['slurm_start.sh failed'])[-1]}")
 
@@ -50,7 +50,8 @@ def study(tmp_path, name, arms=None, seeds='1', **common):
 
 
 def ablate(*args, check=True, timeout=900):
-    out = subprocess.run([sys.executable, 'ablate.py', *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run([sys.executable, 'ablate.py', *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout)
     if check:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout + out.stderr
@@ -171,7 +172,8 @@ def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_en
 # `-m pytest ... -m slurm` is a real pytest run of stub_test.py, whose one test passes or skips
 STUB_PYTHON = """#!/bin/bash
 if [ "$1 $2" = '-m venv' ]; then mkdir -p "$3/bin" && touch "$3/bin/activate"
-elif [ "$1 $2" = '-m pytest' ] && [[ " $* " == *' -m slurm '* ]]; then exec "$REAL_PYTHON" "$@" -p no:cacheprovider stub_test.py
+elif [ "$1 $2" = '-m pytest' ] && [[ " $* " == *' -m slurm '* ]]; then \
+exec "$REAL_PYTHON" "$@" -p no:cacheprovider stub_test.py
 fi
 """
 STUB_TEST = """import os, pytest
@@ -210,4 +212,5 @@ def test_ci_run_fails_in_ci_when_the_cluster_does_not_start_or_a_slurm_test_skip
     text = out.stdout + out.stderr
     assert (out.returncode == 0) == ok and says in text, text
     assert ('will skip' in text) == (not ci and start_fails), text
-    assert bool(re.search(r'\d+ (passed|skipped) in ', text)) == (not (ci and start_fails)), text   # the Slurm tests ran
+    # the Slurm tests ran
+    assert bool(re.search(r'\d+ (passed|skipped) in ', text)) == (not (ci and start_fails)), text

@@ -59,7 +59,8 @@ def test_t_interval_matches_scipy():
     xs = [0.1 * (i % 7) for i in range(61)]                       # df 60: scipy t.ppf(0.975, 60) = 2.000298
     m, sd = stats.mean_std(xs)
     assert stats.mean_ci(xs)[1][0] == pytest.approx(m - 2.000298 * sd / math.sqrt(61), abs=1e-5)
-    assert stats.mean_ci(xs, level=0.90)[1][0] == pytest.approx(m - 1.670649 * sd / math.sqrt(61), abs=1e-5)  # t.ppf(0.95, 60)
+    # t.ppf(0.95, 60)
+    assert stats.mean_ci(xs, level=0.90)[1][0] == pytest.approx(m - 1.670649 * sd / math.sqrt(61), abs=1e-5)
 
 
 def test_pearson_and_its_fisher_z_interval_match_scipy():
@@ -92,7 +93,8 @@ def test_permutation_test_exact_by_hand_and_against_scipy():
     # scipy.stats.permutation_test((x, y), lambda a, b: abs(mean(a) - mean(b)), permutation_type='independent',
     #                              alternative='greater', n_resamples=np.inf).pvalue
     assert stats.permutation_test([0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5])[0] == pytest.approx(0.11428571428571428)
-    assert stats.permutation_test([0.97, 0.99, 0.92, 1.0, 0.31], [0.12, 0.95, 0.40, 0.05])[0] == pytest.approx(0.10317460317460317)
+    assert (stats.permutation_test([0.97, 0.99, 0.92, 1.0, 0.31], [0.12, 0.95, 0.40, 0.05])[0]
+            == pytest.approx(0.10317460317460317))
     # past max_exact: random splits with a fixed seed, near the exact p and the same on every call
     x, y = [0.9, 1.0, 0.95], [0.1, 0.2, 0.96, 0.5]
     p1, method = stats.permutation_test(x, y, max_exact=10)
@@ -138,13 +140,15 @@ def fake_results(ctrl_median, ctrl_pass, t):
 
 def test_verdict_rows_say_untestable_at_ceiling_and_read_their_label_from_the_interval():
     from study import verdicts
-    t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'sd': 0.047, 'p': 0.001, 'p_holm': 0.003, 'seeds': list(range(1, 13)),
-         'seeds_for_power': 4}
+    t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'sd': 0.047, 'p': 0.001, 'p_holm': 0.003,
+         'seeds': list(range(1, 13)), 'seeds_for_power': 4}
     row, = verdicts.rows('s', 'claim', fake_results(0.41, 3, t))
     assert '| 0.001 | 0.003 | 12 paired | higher |' in row and '+0.080 [+0.050, +0.110]' in row
-    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.97, 3, t))[0]     # median area >= 0.95
-    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]    # every run passes
-    weak = dict(t, p=0.03, p_holm=0.09)               # Holm > 0.05, and the 90% interval (+0.056, +0.104) reaches past 0.05
+    # median area >= 0.95
+    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.97, 3, t))[0]
+    # every run passes
+    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]
+    weak = dict(t, p=0.03, p_holm=0.09)  # Holm > 0.05, and the 90% interval (+0.056, +0.104) reaches past 0.05
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| not resolved: [+0.050, +0.110] |')
     small = dict(weak, difference=0.01, ci95=[-0.02, 0.04], sd=0.047)   # 90% interval +0.01 +- 0.024: inside +-0.05
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith('| equivalent within +-0.05 |')
@@ -156,8 +160,8 @@ def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it
     res = {'arms': {'none': arm(0, 0.42), 'none_wd': arm(1, 0.41), 'vpad': arm(2, 0.43), 'vpad_wd': arm(10, 0.30)}}
     none_wd, vpad_wd, vpad = verdicts.rows('study_wd_sensitive', 'claim', res)
     p = stats.fisher_exact(10, 2, 2, 10)                  # vpad_wd against vpad, not against none
-    assert f'vpad_wd vs vpad: share that deteriorates 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 vs 0.430 | ' \
-           f'{p:.3f} |' in vpad_wd
+    assert f'vpad_wd vs vpad: share that deteriorates 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 ' \
+           f'vs 0.430 | {p:.3f} |' in vpad_wd
     assert p < 0.05 / 3 and vpad_wd.endswith('| higher |')
     lo, hi = verdicts.newcombe(1, 12, 0, 12)                   # 1/12 vs 0/12: the interval of the shares' difference
     assert none_wd.endswith(f'| not resolved: [{lo:+.2f}, {hi:+.2f}] |') and lo < 0 < hi
@@ -165,11 +169,13 @@ def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it
     assert verdicts.newcombe(56, 70, 48, 80) == pytest.approx([0.0524, 0.3339], abs=5e-5)
     assert verdicts.newcombe(9, 10, 3, 10) == pytest.approx([0.1705, 0.8090], abs=5e-5)
     small = verdicts.rows('study_wd_sensitive', 'claim', {'arms': dict(res['arms'], none=arm(11, 0.42))})[2]
-    assert f"| {stats.fmt_p(stats.fisher_exact(2, 10, 11, 1))} |" in small and '| 0.000 |' not in small   # p < 0.001 keeps its digits
+    # p < 0.001 keeps its digits
+    assert f"| {stats.fmt_p(stats.fisher_exact(2, 10, 11, 1))} |" in small and '| 0.000 |' not in small
     res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: the rule never fired, nothing is resolved
     assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| not resolved: [-0.24, +0.24] |')
     res['arms']['vpad_wd']['deterioration']['of'] = 0          # never fit: that comparison is left out
-    assert [r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)] == ['none_wd vs none', 'vpad vs none']
+    assert ([r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)]
+            == ['none_wd vs none', 'vpad vs none'])
 
 
 def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
@@ -185,8 +191,8 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
                     'change_vs_control': {'vpad': t(0.01, 0.6), 'none_wd': t(-0.10, 0.002)}}}
     rows = verdicts.rows('study_long', ('claim 1', 'claims 3-4'), res)
     assert [r.split(' | ')[0] for r in rows] == ['| claim 1'] * 4 + ['| claims 3-4']
-    assert 'none: cooled area at +1000 -> +10000 steps past the fit, 0.500 -> 0.400, -0.100 [-0.120, -0.080] | 0.001 | - |' \
-        in rows[0] and rows[0].endswith('| lower |')
+    assert 'none: cooled area at +1000 -> +10000 steps past the fit, 0.500 -> 0.400, -0.100 [-0.120, -0.080] ' \
+        '| 0.001 | - |' in rows[0] and rows[0].endswith('| lower |')
     assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith('| equivalent within +-0.05 |')
     assert 'none_wd vs none, cooled area at +10000: 0.300 vs 0.400, -0.100' in rows[3] and rows[3].endswith('| lower |')
     assert 'vpad vs none, cooled area at +10000: 0.500 vs 0.400, +0.100' in rows[4] and rows[4].endswith('| higher |')
@@ -209,7 +215,8 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
 def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map():
     from study import verdicts
     per_seed = lambda *a: {'area': {'per_seed': {str(i + 1): v for i, v in enumerate(a)}}}   # noqa: E731
-    studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3), 'theta_1e4': per_seed(0.4), 'mamba2': per_seed(0.6)}},
+    studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3), 'theta_1e4': per_seed(0.4),
+                                         'mamba2': per_seed(0.6)}},
                'study_sites_sensitive': {'arms': {'none': per_seed(0.41, 0.42), 'vpad': per_seed(0.45, 0.46),
                                                   'pre_norm': {'area': {'per_seed': {}}}}}}      # not run yet: no group
     groups = verdicts.headline_groups(studies)

@@ -145,7 +145,8 @@ ONE_THREAD = dict(os.environ, OMP_NUM_THREADS='1')
 
 
 def torchrun(*args):
-    return run(*args, env=ONE_THREAD, module=('-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py'))
+    return run(*args, env=ONE_THREAD,
+               module=('-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py'))
 
 
 def assert_same_run(a_dir, b_dir, exact=False):
@@ -197,8 +198,8 @@ def test_loss_is_the_mean_over_the_steps_answer_tokens(tmp_path):
     micro-batch of 8 rows, 2 of 4 and 4 of 2 give the same step (no dropout: masks differ by split)."""
     d = str(tmp_path / 'mix')
     sample_data.prepare(d, 160, 20000, tasks='niah_single,niah_multivalue', data_seed=1337, progress=False)
-    common = ['tests/base_config.py', *TINY, f'--data_dir={d}', '--num_tokens=20000', '--tasks=niah_single,niah_multivalue',
-              '--block_size=160', '--eval_tasks=niah_single',
+    common = ['tests/base_config.py', *TINY, f'--data_dir={d}', '--num_tokens=20000',
+              '--tasks=niah_single,niah_multivalue', '--block_size=160', '--eval_tasks=niah_single',
               '--eval_interval=3', '--max_iters=3', '--dropout_site=none']
     dirs = [str(tmp_path / f'g{g}') for g in (1, 2, 4)]
     for g, out_dir in zip((1, 2, 4), dirs):   # the same 16 val rows each time
@@ -262,8 +263,8 @@ def test_full_filesystem_mid_run_then_the_advice_resumes_it(data_dir, tmp_path):
                             f.write(b'x' * 65536)
                             f.flush()
             save(state, path)
-        args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=4', '--eval_interval=2',
-                '--dropout_site=none']
+        args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=4',
+                '--eval_interval=2', '--dropout_site=none']
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(rundir, 'save_checkpoint', fill_then_save)
             out = run(*args, check=False)
@@ -446,16 +447,18 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert set(records[-1]['length_eval']['niah_single']) == {'1x', '2x'}        # the final multiples
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), weights_only=True)
     assert ckpt['iter_num'] == 7 and ckpt['finished'] and ckpt['fit_iter'] == 4
-    lrs = [r['lr'] for r in records]            # constant after the warmup until the fit, then down to min_lr at the stop
+    lrs = [r['lr'] for r in records]  # constant after the warmup until the fit, then down to min_lr at the stop
     assert lrs[1] == lrs[2] == 3e-3 > lrs[3] > lrs[4] and lrs[4] == pytest.approx(1e-4)   # the base config's min_lr
     run(*args, '--init_from=resume')
     assert [r['iter'] for r in log(out_dir)] == [0, 2, 4, 6, 7]
     assert schedule.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
-    assert not schedule.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95) and not schedule.fits({'a': {'4x': 1.0}}, 0.5)
+    assert (not schedule.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95)
+            and not schedule.fits({'a': {'4x': 1.0}}, 0.5))
 
 
 @pytest.mark.parametrize('kept, logged', [(0, [(6, 4), (7, 4)]), (2, [(0, None), (2, None), (6, 4), (7, 4)])])
-def test_a_resume_whose_log_lost_the_fit_keeps_the_fit_the_checkpoint_saw(data_dir, tmp_path, monkeypatch, kept, logged):
+def test_a_resume_whose_log_lost_the_fit_keeps_the_fit_the_checkpoint_saw(data_dir, tmp_path, monkeypatch, kept,
+                                                                          logged):
     """Killed in the eval of iter 6 (its checkpoint written, fit at 4 in it), then log.jsonl lost, or
     cut back to its records of iters 0 and 2, before the fit (a crash can leave that: the checkpoint is
     fsynced, the log line is not): the checkpoint's fit wins, so the resume stops at 7 as the run
@@ -617,7 +620,8 @@ def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
     base = ['tests/base_config.py', *TINY, *on(data_dir), '--max_iters=2', '--eval_interval=2', '--dropout_site=none']
     out_dir = tmp_path / 'run'
     refused([*base, f'--out_dir={out_dir}', '--batch_size=100000'], 'batch_size=100000', 'GiB', 'lower batch_size')
-    refused([*base, f'--out_dir={out_dir}', '--eval_samples=1000000000'], 'eval_samples=1000000000', 'lower eval_samples')
+    refused([*base, f'--out_dir={out_dir}', '--eval_samples=1000000000'], 'eval_samples=1000000000',
+            'lower eval_samples')
     (tmp_path / 'file').write_text('')
     refused([*base, f'--out_dir={tmp_path / "file"}'], 'out_dir=', 'is a file')
     same = tmp_path / 'same'               # the corpus lock would wait on the run's own lock forever
@@ -786,8 +790,8 @@ def test_sigint_ends_with_one_line_whose_command_resumes_the_run(data_dir, tmp_p
     """Ctrl-C: exit code 130, no traceback, one line with the iteration, the checkpoint and the
     command that continues; that command finishes the run with every eval logged once."""
     out_dir = str(tmp_path / 'run')
-    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=160', '--eval_interval=20',
-            '--dropout_site=none', '--log_interval=100']
+    args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=160',
+            '--eval_interval=20', '--dropout_site=none', '--log_interval=100']
     proc = subprocess.Popen([sys.executable, 'train.py', *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=ONE_THREAD)
     log_path, deadline = os.path.join(out_dir, 'log.jsonl'), time.time() + 120
