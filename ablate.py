@@ -5,14 +5,14 @@ evaluated on the same held-out examples and the grid summarized.
     python ablate.py config/study_sites_sensitive.py
     python ablate.py config/study_sites_sensitive.py --arms=none,vpad --seeds=1,2 --max_iters=300
     python ablate.py config/study_sites_sensitive.py --dry_run       # the train.py commands, for a cluster
-    python ablate.py config/study_sites_sensitive.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs, via submitit
+    python ablate.py config/study_sites_sensitive.py --launcher=slurm --slurm_partition=gpu [--wait]   # Slurm jobs
 
 A study config sets `base_config` (a train.py config), `arms` (name -> train.py overrides),
 `common` (overrides for every arm), `seeds` and `grid_dir`. Any other --key=value that train.py knows
 is passed to every run; `multiples` and `eval_samples` set the final eval (eval_lengths.py's names; a
-run's quick eval is set in `common`). Run (arm, seed k) trains into grid_dir/<arm>/seed<k>/ with --seed=k: seeds vary initial weights,
-dropout masks and batch order, never the corpus (that is data_seed). A string override may name
-the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
+run's quick eval is set in `common`). Run (arm, seed k) trains into grid_dir/<arm>/seed<k>/ with
+--seed=k: seeds vary initial weights, dropout masks and batch order, never the corpus (that is
+data_seed). A string override may name the seed, e.g. init_from='out/ablate_sites/none/seed{seed}'.
 
 Rerunning the same command skips finished runs and resumes interrupted ones, so a long grid
 outlives a terminal. With --dry_run nothing is trained or written (but a missing corpus, which the
@@ -46,6 +46,7 @@ sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extra
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -109,7 +110,8 @@ from study.evals import evaluate, measure_mismatch  # noqa: E402
 from study.outcomes import find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
-from study.runs import SCHEDULING, command, differing, last_progress, ready, state, tag  # noqa: E402
+from study.runs import (SCHEDULING, Run, command, differing, last_progress, open_train_log, ready, state,  # noqa: E402
+                        stop_trainers, tag, to_train, trainer_env)
 
 
 def flags(overrides, seed):
@@ -144,8 +146,8 @@ def split_argv(argv, study_keys, train_keys):
 
 
 def plan(cfg, passed, selected, train_settings, studies=()):
-    """Check the whole grid before anything runs. -> [run dicts], in arm-major order; those of
-    arms left out by --arms are marked 'selected': False (summarized if finished, never trained).
+    """Check the whole grid before anything runs. -> [Run], in arm-major order; those of arms left
+    out by --arms are marked selected=False (summarized if finished, never trained).
     studies: the studies whose runs this one reuses, through which it is planned."""
     def fail(msg):
         raise SystemExit(f"config error: {msg}")
@@ -182,7 +184,8 @@ def plan(cfg, passed, selected, train_settings, studies=()):
     except ValueError as e:
         fail(str(e))
     if cfg['control'] and cfg['control'] not in cfg['arms']:
-        fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, or '' for no tests")
+        fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, "
+             f"or '' for no tests")
     if cfg['deteriorate_multiple'] < 0 or cfg['deteriorate_evals'] < 1 or not 0 < cfg['deteriorate_drop'] <= 1:
         fail("deteriorate_multiple must be >= 0 (0 = no rule), deteriorate_evals >= 1, deteriorate_drop in (0, 1]")
     for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
@@ -193,15 +196,18 @@ def plan(cfg, passed, selected, train_settings, studies=()):
     in_family = [a for arms in cfg['families'].values() for a in (arms if isinstance(arms, list) else [None])]
     for a in in_family:
         if a not in cfg['arms'] or a == cfg['control']:
-            fail(f"families={cfg['families']!r}: each family is a list of the arms tested against control={cfg['control']!r}, "
-                 f"other than it ({', '.join(n for n in cfg['arms'] if n != cfg['control'])})")
+            fail(f"families={cfg['families']!r}: each family is a list of the arms tested against "
+                 f"control={cfg['control']!r}, other than it "
+                 f"({', '.join(n for n in cfg['arms'] if n != cfg['control'])})")
     for a in cfg['reuse']:
         if a not in cfg['arms'] or not isinstance(cfg['reuse'][a], str):
-            fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' (arms: {', '.join(cfg['arms'])})")
+            fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' "
+                 f"(arms: {', '.join(cfg['arms'])})")
     if len(set(in_family)) < len(in_family):
         fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
     if cfg['extrap_multiple'] not in mults:
-        fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval would not measure it")
+        fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval "
+             f"would not measure it")
     runs = []
     for arm in cfg['arms']:
         overrides = cfg['arms'][arm]
@@ -217,7 +223,8 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         for seed in seed_list:
             run_dir = os.path.join(cfg['grid_dir'], arm, f'seed{seed}')
             argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed),
-                    *(p.replace('{seed}', str(seed)) for p in passed), *fit_rule, f'--seed={seed}', f'--out_dir={run_dir}']
+                    *(p.replace('{seed}', str(seed)) for p in passed), *fit_rule, f'--seed={seed}',
+                    f'--out_dir={run_dir}']
             try:  # the exact settings train.py will use, checked as train.py checks them
                 with contextlib.redirect_stdout(io.StringIO()):
                     run_cfg = configure(train_settings, argv)
@@ -236,9 +243,9 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                 fail(f"arm '{arm}': deteriorate_multiple={cfg['deteriorate_multiple']} is not in its quick eval "
                      f"(eval_multiples={run_cfg['eval_multiples']!r}): the rule would see nothing")
             if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:
-                fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks ({', '.join(eval_tasks)})")
-            run = {'arm': arm, 'seed': seed, 'dir': run_dir, 'argv': argv, 'cfg': run_cfg, 'tasks': eval_tasks,
-                   'selected': selected is None or arm in selected, 'point': None}
+                fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks "
+                     f"({', '.join(eval_tasks)})")
+            run = Run(arm, seed, run_dir, argv, run_cfg, eval_tasks, selected=selected is None or arm in selected)
             if arm in cfg['reuse']:
                 run = reused(cfg, run, train_settings, studies) or run
             runs.append(run)
@@ -253,9 +260,9 @@ def reused(cfg, run, train_settings, studies):
     """The run of another study that this arm declares it reuses (reuse = {arm: 'study' or 'study/arm'}),
     for this seed: the source study's own run (its dir and command, so a missing one trains in its grid),
     once every setting that makes a run is checked equal; None if that study has no such seed."""
-    study, _, arm = cfg['reuse'][run['arm']].partition('/')
-    arm, path = arm or run['arm'], os.path.join(STUDY_CONFIGS, f'{study}.py')
-    why = f"arm '{run['arm']}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r})"
+    study, _, arm = cfg['reuse'][run.arm].partition('/')
+    arm, path = arm or run.arm, os.path.join(STUDY_CONFIGS, f'{study}.py')
+    why = f"arm '{run.arm}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r})"
     if study in studies or not os.path.isfile(path):
         raise SystemExit(f"config error: {why}, but " + (f"{study} reuses this study's runs in turn" if study in studies
                                                           else f"there is no {path}"))
@@ -263,48 +270,49 @@ def reused(cfg, run, train_settings, studies):
         source = configure(study_settings(), [path])
     if arm not in source['arms']:
         raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: {', '.join(source['arms'])})")
-    if str(run['seed']) not in [s.strip() for s in source['seeds'].split(',')]:
+    if str(run.seed) not in [s.strip() for s in source['seeds'].split(',')]:
         return None
     theirs = next(r for r in plan(source, [], None, train_settings, (*studies, study))
-                  if (r['arm'], r['seed'], r['point']) == (arm, run['seed'], None))
-    differ = [(k, a, b) for k, a, b in differing(theirs['cfg'], run['cfg']) if k != 'seed']
+                  if (r.arm, r.seed, r.point) == (arm, run.seed, None))
+    differ = [(k, a, b) for k, a, b in differing(theirs.cfg, run.cfg) if k != 'seed']
     if differ:
-        raise SystemExit(f"config error: {why}, but " + ', '.join(f"{k}={a!r} there, {b!r} here" for k, a, b in differ[:4])
+        raise SystemExit(f"config error: {why}, but "
+                         + ', '.join(f"{k}={a!r} there, {b!r} here" for k, a, b in differ[:4])
                          + ": make them equal, or train this arm here with --reuse={}")
-    return dict(theirs, arm=run['arm'], selected=run['selected'], reused=f"{study}/{arm}")
+    return dataclasses.replace(theirs, arm=run.arm, selected=run.selected, reused=f"{study}/{arm}")
 
 
 def branches(trunk, cfg, train_settings):
     """The cooldown branches of a trunk run (snapshots_after_fit): each a run of the study, in
     <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k. The trunk is the
     point 'trunk' (its own final eval is the uncooled model at its stop), a branch the point k."""
-    snapshots = parse_snapshots(trunk['cfg']['snapshots_after_fit'])
+    snapshots = parse_snapshots(trunk.cfg['snapshots_after_fit'])
     for key in ('early_snapshot', 'late_snapshot'):
         if cfg[key] and cfg[key] not in snapshots:
-            raise SystemExit(f"config error: {key}={cfg[key]} is not a snapshot of arm '{trunk['arm']}' "
-                             f"(snapshots_after_fit={trunk['cfg']['snapshots_after_fit']!r})")
+            raise SystemExit(f"config error: {key}={cfg[key]} is not a snapshot of arm '{trunk.arm}' "
+                             f"(snapshots_after_fit={trunk.cfg['snapshots_after_fit']!r})")
     if not snapshots:
         return []
-    trunk['point'] = 'trunk'
+    trunk.point = 'trunk'
     out = []
     for k in snapshots:
-        argv = [*trunk['argv'], *branch_flags(trunk['cfg'], k)]
+        argv = [*trunk.argv, *branch_flags(trunk.cfg, k)]
         with contextlib.redirect_stdout(io.StringIO()):
             run_cfg = configure(train_settings, argv)
-        out.append(dict(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk['dir']))
+        out.append(dataclasses.replace(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk.dir))
     return out
 
 
 def check_sources(runs):
     """A pending run that starts from another run's weights needs that run finished."""
     for run in runs:
-        source = run['cfg']['init_from']
-        if run['state'] == 'done' or not run['selected'] or source in ('scratch', 'resume'):
+        source = run.cfg['init_from']
+        if run.state == 'done' or not run.selected or source in ('scratch', 'resume'):
             continue
         path = rundir.ckpt_path(source)
         done = os.path.isfile(path) and rundir.load_checkpoint(path, "restore a copy, or retrain that run")['finished']
         if not done:
-            raise SystemExit(f"config error: arm '{run['arm']}', seed {run['seed']}: init_from={source!r} is not a "
+            raise SystemExit(f"config error: arm '{run.arm}', seed {run.seed}: init_from={source!r} is not a "
                              f"finished run yet; run the study it comes from first")
 
 
@@ -312,8 +320,8 @@ def prepare_data(runs):
     """Generate each corpus once, here, before the runs start: parallel runs would race to write it
     (and another ablate.py generating it is waited for)."""
     for run in runs:
-        if run['selected'] and run['state'] != 'done' and 'trunk' not in run:
-            sample_data.make_corpus(run['cfg'], "rerun this command (or point data_dir elsewhere)")
+        if run.selected and run.state != 'done' and run.trunk is None:
+            sample_data.make_corpus(run.cfg, "rerun this command (or point data_dir elsewhere)")
 
 
 def train_grid(runs, workers, then):
@@ -322,16 +330,13 @@ def train_grid(runs, workers, then):
     a run another process holds (a second ablate.py, a train.py) is skipped. The trainers end with
     this process: stopped here if it is interrupted, and by their parent-death signal if it is
     killed. then: how to go on after a disk error. -> the runs that failed."""
-    # seed by seed across the arms: a grid cut short leaves every arm with as many finished seeds
-    seed_order = list(dict.fromkeys(r['seed'] for r in runs))
-    pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'),
-                     key=lambda r: seed_order.index(r['seed']))
+    pending = to_train(runs)
     # the cores split over the workers, unless OMP_NUM_THREADS says how many (on cores other jobs share)
     threads = int(os.environ.get('OMP_NUM_THREADS') or 0) or max(1, (os.cpu_count() or 1) // workers)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1')
-    running, failed, n_done = [], [], sum(r['selected'] and r['state'] == 'done' for r in runs)
+    env = trainer_env(threads)
+    running, failed, n_done = [], [], sum(r.selected and r.state == 'done' for r in runs)
     t0, last_status = time.time(), time.time()
-    n_runs = sum(r['selected'] for r in runs)
+    n_runs = sum(r.selected for r in runs)
     print(f"grid: {n_runs} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
           f"({threads} thread(s) each)")
     try:
@@ -341,26 +346,26 @@ def train_grid(runs, workers, then):
                 pending.remove(run)
                 if start(run, env, then):
                     running.append(run)
-                elif run['state'] == 'done':
+                elif run.state == 'done':
                     n_done += 1
             if pending and not running and not any(map(ready, pending)):
                 for run in pending:      # their trunks have ended without the snapshot: never fit, or failed
-                    print(f"{tag(run)} not trained: its trunk ({run['trunk']}) ended without reaching fit + "
-                          f"{run['point']}")
+                    print(f"{tag(run)} not trained: its trunk ({run.trunk}) ended without reaching fit + "
+                          f"{run.point}")
                 break
             time.sleep(0.5)
-            for run in [r for r in running if r['proc'].poll() is not None]:
+            for run in [r for r in running if r.proc.poll() is not None]:
                 running.remove(run)
-                run['log'].close()
-                run['lock'].release()
-                minutes = (time.time() - run['t0']) / 60
-                if run['proc'].returncode == 0 and state(run) == 'done':
+                run.train_log.close()
+                run.lock.release()
+                minutes = (time.time() - run.t0) / 60
+                if run.proc.returncode == 0 and state(run) == 'done':
                     n_done += 1
-                    run['state'] = 'done'
+                    run.state = 'done'
                     print(f"{tag(run)} done in {minutes:.1f} min")
                 else:
                     failed.append(run)
-                    with open(os.path.join(run['dir'], 'train.log')) as f:
+                    with open(os.path.join(run.dir, rundir.TRAIN_LOG)) as f:
                         tail = f.read().strip().splitlines()[-1:]
                     print(f"{tag(run)} FAILED after {minutes:.1f} min: {' '.join(tail)}")
                 elapsed = (time.time() - t0) / 60
@@ -377,41 +382,33 @@ def train_grid(runs, workers, then):
 def start(run, env, then):
     """Start a run's trainer unless another process holds its dir, or finished it since the grid
     was planned. -> whether it started."""
-    with rundir.writing(os.path.join(run['dir'], rundir.LOCK), 'the lock file', then):
+    with rundir.writing(os.path.join(run.dir, rundir.LOCK), 'the lock file', then):
         try:
-            lock = rundir.DirLock(run['dir'])
+            lock = rundir.DirLock(run.dir)
         except rundir.Held as e:
-            print(f"{tag(run)} skipped: {run['dir']} is in use by {e}; rerun this command once it has ended")
+            print(f"{tag(run)} skipped: {run.dir} is in use by {e}; rerun this command once it has ended")
             return False
-    run['state'] = state(run)
-    if run['state'] == 'done':
+    run.state = state(run)
+    if run.state == 'done':
         lock.release()
         print(f"{tag(run)} finished meanwhile by another process")
         return False
-    cmd = command(run, run['state'] == 'partial')
+    cmd = command(run, run.state == 'partial')
     handed, fds = lock.child()
-    with rundir.writing(os.path.join(run['dir'], 'train.log'), 'the train log', then):
-        log = open(os.path.join(run['dir'], 'train.log'), 'a')
-        log.write(f"$ {shlex.join(cmd)}\n")
-        log.flush()
-    run['proc'] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
-    run['log'], run['lock'], run['t0'] = log, lock, time.time()
-    print(f"{tag(run)} {'resuming' if run['state'] == 'partial' else 'starting'} -> {run['dir']}/train.log")
+    with rundir.writing(os.path.join(run.dir, rundir.TRAIN_LOG), 'the train log', then):
+        log = open_train_log(run.dir, cmd)
+    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
+    run.train_log, run.lock, run.t0 = log, lock, time.time()
+    print(f"{tag(run)} {'resuming' if run.state == 'partial' else 'starting'} -> {run.dir}/{rundir.TRAIN_LOG}")
     return True
 
 
 def stop(running):
     """End the trainers still running when this process is interrupted: SIGTERM, which each
     answers by exiting with its last checkpoint intact (SIGKILL after a minute)."""
+    stop_trainers([run.proc for run in running])
     for run in running:
-        run['proc'].terminate()
-    for run in running:
-        try:
-            run['proc'].wait(60)
-        except subprocess.TimeoutExpired:
-            run['proc'].kill()
-            run['proc'].wait()
-        run['lock'].release()
+        run.lock.release()
 
 
 def grid_of(argv):
@@ -445,10 +442,11 @@ def summary_dir(cfg, argv):
 
 def where_grid_stands(runs, argv):
     """The line an interrupted ablate.py ends with: how far the grid got, and the command that goes on."""
-    selected = [r for r in runs if r['selected']]
-    done = sum(r.get('state') == 'done' for r in selected)
-    stopped = sum('proc' in r and r['proc'].poll() is None for r in selected)
-    return (f"{done} of {len(selected)} runs finished" + (f", {stopped} stopping at their last checkpoint" if stopped else '')
+    selected = [r for r in runs if r.selected]
+    done = sum(r.state == 'done' for r in selected)
+    stopped = sum(r.proc is not None and r.proc.poll() is None for r in selected)
+    return (f"{done} of {len(selected)} runs finished"
+            + (f", {stopped} stopping at their last checkpoint" if stopped else '')
             + f"; resume with: {shlex.join(['python', 'ablate.py', *argv])}")
 
 
@@ -473,15 +471,16 @@ def main(argv):
         rundir.check_writable(out, 'results.json', rerun)
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
-        run['state'] = state(run)
+        run.state = state(run)
     check_sources(runs)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
-        pending = [r for r in runs if r['selected'] and r['state'] != 'done']
-        print(f"# {len(pending)} pending of {sum(r['selected'] for r in runs)} runs; each is independent (run them in any order, anywhere "
-              f"that sees {cfg['grid_dir']}), then rerun this command without --dry_run to summarize")
+        pending = [r for r in runs if r.selected and r.state != 'done']
+        print(f"# {len(pending)} pending of {sum(r.selected for r in runs)} runs; each is independent "
+              f"(run them in any order, anywhere that sees {cfg['grid_dir']}), then rerun this command without "
+              f"--dry_run to summarize")
         for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
-            print(shlex.join(['python', *command(run, run['state'] == 'partial')[1:]]))
+            print(shlex.join(['python', *command(run, run.state == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
         failed = train_grid(runs, cfg['workers'], rerun)
         if failed:
@@ -491,14 +490,16 @@ def main(argv):
         queued = launch.launch(runs, cfg, extra)
         if cfg['eval_on'] != 'local':
             queued += launch.launch_evals(runs, cfg, mults, extra)
-    compute = cfg['eval_on'] == 'local' and not cfg['dry_run']   # else only cached evals are read (eval jobs wrote them)
+    # else only cached evals are read (eval jobs wrote them)
+    compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
     evaluate(runs, mults, cfg['eval_samples'], compute)
     measure_mismatch(runs, compute)
     for run in runs:
-        if run['state'] == 'done' and not ('eval' in run and 'mismatch' in run):
-            run['state'] = 'evaluating'          # no cached eval yet: summarized once its eval job has written it
+        if run.state == 'done' and (run.eval is None or run.mismatch is None):
+            run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
     find_fit(runs)
-    results = summarize([r for r in runs if r['selected'] or 'eval' in r], cfg, argv)   # --arms: not the others' plans
+    # --arms: not the others' plans
+    results = summarize([r for r in runs if r.selected or r.eval is not None], cfg, argv)
     table = format_markdown(results)
     if out is None:
         print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')
@@ -512,7 +513,7 @@ def main(argv):
     print(f"wrote {out}/results.json and results.md")
     if queued:
         print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")
-    elif not cfg['dry_run'] and any(r['selected'] and r['state'] != 'done' for r in runs):
+    elif not cfg['dry_run'] and any(r.selected and r.state != 'done' for r in runs):
         sys.exit(1)
 
 

@@ -62,21 +62,25 @@ def parse_multiples(key, text):
 
 def load_run(run_dir, device):
     """-> (model in eval mode, tokenizer, checkpoint's config dict) from run_dir/ckpt.pt."""
-    path = os.path.join(run_dir, 'ckpt.pt')
+    path = os.path.join(run_dir, rundir.CKPT)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise SystemExit(f"{run_dir!r} is a file, not a run dir: give the folder train.py wrote")
     if not os.path.isfile(path):
-        raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py --out_dir={run_dir}")
+        raise SystemExit(f"no checkpoint at {path}; train one first: python train.py config/vpad.py "
+                         f"--out_dir={run_dir}")
     # a checkpoint that does not load cannot be retrained in place (train.py keeps a run dir's checkpoint)
-    fix = f"restore a copy, or set it aside (mv {path} {path}.bad) and retrain {run_dir} with the train.py command that made it"
+    fix = (f"restore a copy, or set it aside (mv {path} {path}.bad) and retrain {run_dir} with the train.py command "
+           f"that made it")
     ckpt = rundir.load_checkpoint(path, fix, keys=('model', 'model_args', 'config'))
     try:
         model = GPT(GPTConfig(**ckpt['model_args']))
         model.load_state_dict(ckpt['model'])
     except Exception as e:
-        raise SystemExit(f"{path} is not a lengthgen checkpoint ({type(e).__name__}: {rundir.first_line(e)}); {fix}") from None
-    tok_path = os.path.join(run_dir, 'tokenizer.json')
-    copy = f"copy the one from the run's data_dir: cp {ckpt.get('config', {}).get('data_dir', 'data/...')}/tokenizer.json {tok_path}"
+        raise SystemExit(f"{path} is not a lengthgen checkpoint ({type(e).__name__}: {rundir.first_line(e)}); "
+                         f"{fix}") from None
+    tok_path = os.path.join(run_dir, rundir.TOKENIZER)
+    data_dir = ckpt.get('config', {}).get('data_dir', 'data/...')
+    copy = f"copy the one from the run's data_dir: cp {data_dir}/{rundir.TOKENIZER} {tok_path}"
     if not os.path.isfile(tok_path):
         raise SystemExit(f"{tok_path} is missing (train.py writes it into every run dir): {copy}")
     try:
@@ -84,7 +88,7 @@ def load_run(run_dir, device):
     except Exception as e:
         raise SystemExit(f"{tok_path} is corrupt ({type(e).__name__}: {rundir.first_line(e)}): {copy}") from None
     if tok.vocab_size != model.config.vocab_size or tok.name != ckpt.get('tokenizer', tok.name):
-        raise SystemExit(f"{run_dir}/tokenizer.json ({tok.name!r}, {tok.vocab_size} tokens) does not belong to "
+        raise SystemExit(f"{run_dir}/{rundir.TOKENIZER} ({tok.name!r}, {tok.vocab_size} tokens) does not belong to "
                          f"this checkpoint ({ckpt.get('tokenizer')!r}, {model.config.vocab_size} tokens)")
     # the config a run was trained with, and the step its checkpoint holds
     return model.to(device).eval(), tok, {**ckpt['config'], 'iter_num': ckpt.get('iter_num')}
@@ -132,7 +136,8 @@ def score(model, examples, device):
         start = len(ex.prompt) - 1                        # position t predicts token t + 1
         for s0, e0 in ex.value_spans:                     # the scored tokens (mqar's asked keys are given)
             targets[b, start + s0:start + e0] = torch.tensor(ex.answer[s0:e0])
-    logits, _ = model(idx.to(device), targets.to(device))  # (N, V), N = all answer tokens, row-major; the caller's autocast
+    # (N, V), N = all answer tokens, row-major; the caller's autocast
+    logits, _ = model(idx.to(device), targets.to(device))
     hit = (logits.argmax(-1) == targets[targets != -1].to(device)).cpu().tolist()
     out, i = [], 0
     for ex in examples:
@@ -172,7 +177,8 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
-def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None, leave=True):
+def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
+                leave=True):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
     task's shortest document or would not fit in memory (each skip printed with its reason).
@@ -283,7 +289,8 @@ def check_args(cfg):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
     try:
-        task_names = None if cfg['tasks'].strip() == 'trained' else sample_data.parse_tasks(cfg['tasks'], weighted=False)[0]
+        task_names = None if cfg['tasks'].strip() == 'trained' else \
+            sample_data.parse_tasks(cfg['tasks'], weighted=False)[0]
     except ValueError as e:
         raise SystemExit(f"config error: {e}; or tasks=trained: the tasks each run trained on")
     try:
@@ -301,14 +308,14 @@ def main(argv):
                                    + (f" ({', '.join(done)})" if done else '') + "; rerun: "
                                    + shlex.join(['python', 'eval_lengths.py', *argv]))
     dev = rundir.pick_device(cfg['device'])
-    name = 'eval_absent_key.json' if cfg['absent_key'] else 'eval_lengths.json'
+    name = rundir.ABSENT_KEY_EVAL if cfg['absent_key'] else rundir.LENGTH_EVAL
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         longest = max(mults) * load_run(run, 'cpu')[0].config.block_size
         need, have = examples_bytes(cfg['eval_samples'], longest), available_bytes('cpu')
         if need > 0.8 * have:   # else every point would be skipped, and the run's eval overwritten with nothing
-            raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,} examples of {longest:,} tokens ({run}'s "
-                             f"longest) need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are free: lower "
-                             f"eval_samples; nothing was written")
+            raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,} examples of {longest:,} tokens "
+                             f"({run}'s longest) need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are "
+                             f"free: lower eval_samples; nothing was written")
         rundir.check_writable(run, name, "rerun (nothing was evaluated); or copy the run dir somewhere writable "
                                          "and evaluate the copy")
     records = []
@@ -320,7 +327,8 @@ def main(argv):
         records.append(rec)
         done.append(run)
     probe = ', the key probe: keys the prompt never mentions' if cfg['absent_key'] else ''
-    print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per point{probe})")
+    print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "
+          f"point{probe})")
     print(format_table(records, mults))
     if cfg['plot']:           # into the first run's dir, beside its JSON; the probe's plot keeps the eval's
         plot_results(records, os.path.join(runs[0], name.replace('.json', '.png')))

@@ -53,6 +53,10 @@ TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job s
 TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'
+TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/launch.py): its id
+EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
+LENGTH_EVAL = 'eval_lengths.json'           # eval_lengths.py's record (its plot: .png for .json, in the first run)
+ABSENT_KEY_EVAL = 'eval_absent_key.json'    # ... with --absent_key=True, the key probe's
 
 
 def ckpt_path(path):

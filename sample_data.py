@@ -52,6 +52,7 @@ from configurator import configure, settings_of
 import rundir
 
 VERSION = 2         # 2: needle values have 8 digits, not 7
+META = 'meta.json'  # in a corpus: its settings and checksums, written last (its tokenizer: rundir.TOKENIZER)
 
 # -----------------------------------------------------------------------------
 # command line settings: python sample_data.py --key=value ...; --help lists them
@@ -222,13 +223,14 @@ def build_tokenizer():
 
 def load_tokenizer(data_dir):
     """The tokenizer.json of a corpus or a run dir."""
-    path = os.path.join(data_dir, 'tokenizer.json')
+    path = os.path.join(data_dir, rundir.TOKENIZER)
     if not os.path.isfile(path):
         raise DataError(f"{path} is missing; generate the data with: {regenerate(data_dir)}")
     try:
         return Tokenizer.load(path)
     except Exception as e:  # any parse problem means the same thing: regenerate
-        raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: {regenerate(data_dir)}") from None
+        raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: "
+                        f"{regenerate(data_dir)}") from None
 
 # -----------------------------------------------------------------------------
 # random parts
@@ -375,7 +377,8 @@ def _draw_json_kv(tok, rng, split, key=None, value=None):
 # steps) that alone took the accuracy from 0.23 on training keys to 0.01 on held-out ones, before
 # any key matching was learned. The evaluation examples are fresh draws all the same (their own seed
 # stream; 8 keys and 8 values in random pairs), so none can be memorized.
-MQAR_PAIRS = 4      # Zoology's smallest setting (4 pairs at 64 tokens); with 8, trials stayed near chance for 2500 steps
+MQAR_PAIRS = 4      # Zoology's smallest setting (4 pairs at 64 tokens); with 8, trials stayed near chance
+                    # for 2500 steps
 # Fewer queries than pairs: when every key is asked, the teacher-forced answer has named all other
 # values by the last query, and elimination answers it without the key. A model trained with 4 of 4
 # scored 0.49 with the keys and 0.49 with them absent (the probe; elimination alone gives 0.52).
@@ -612,7 +615,7 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
         raise ValueError(f"num_tokens={num_tokens:,} needs about {need / 2**30:.1f} GiB in {data_dir} and "
                          f"{free / 2**30:.1f} GiB are free: lower num_tokens, or free space")
 
-    meta_path = os.path.join(data_dir, 'meta.json')
+    meta_path = os.path.join(data_dir, META)
     if os.path.exists(meta_path):
         os.remove(meta_path)  # the old data stops being valid the moment we start
     val_tokens = val_tokens or max(block_size, num_tokens // 50)
@@ -620,7 +623,7 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
     written = {split: _write_split(tok, names, weights, block_size, max(1, n // block_size), data_seed, split,
                                    data_dir, progress, min_doc_len, distances if split == 'train' else None)
                for split, n in (('train', num_tokens), ('val', val_tokens))}
-    tok.save(os.path.join(data_dir, 'tokenizer.json'))
+    tok.save(os.path.join(data_dir, rundir.TOKENIZER))
     meta = dict(version=VERSION, tokenizer=tok.name, vocab_size=tok.vocab_size, block_size=block_size,
                 tasks=dict(zip(names, weights)), data_seed=data_seed, num_tokens=num_tokens,
                 train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
@@ -633,7 +636,7 @@ def make_corpus(cfg, then):
     """The corpus of a train.py config (cfg: its settings), generated into cfg['data_dir'] unless it
     is there: once, however many runs ask for it (a process generating it is waited for). then: how
     to go on after a disk error. train.py and ablate.py both call this."""
-    meta = os.path.join(cfg['data_dir'], 'meta.json')
+    meta = os.path.join(cfg['data_dir'], META)
 
     def generate():
         print(f"generating {cfg['data_dir']} ({cfg['tasks']}, {cfg['num_tokens']:,} tokens)")
@@ -661,15 +664,16 @@ def regenerate(data_dir, meta=None):
     if meta is None:
         return f"python sample_data.py --data_dir={data_dir} --block_size=<T> --num_tokens=<N> --tasks=<tasks>"
     tasks = ','.join(t if w == 1 else f"{t}:{w:g}" for t, w in meta['tasks'].items())
-    return (f"python sample_data.py --data_dir={data_dir} --block_size={meta['block_size']} --num_tokens={meta['num_tokens']} "
-            f"--tasks={tasks} --data_seed={meta['data_seed']} --min_doc_len={meta['min_doc_len']}")
+    return (f"python sample_data.py --data_dir={data_dir} --block_size={meta['block_size']} "
+            f"--num_tokens={meta['num_tokens']} --tasks={tasks} --data_seed={meta['data_seed']} "
+            f"--min_doc_len={meta['min_doc_len']}")
 
 
 def load_meta(data_dir):
     """meta.json of a complete corpus, after checking that its files are there and whole."""
-    path = os.path.join(data_dir, 'meta.json')
+    path = os.path.join(data_dir, META)
     if not os.path.isfile(path):
-        raise DataError(f"no dataset in {data_dir} (meta.json is missing); generate it with: {regenerate(data_dir)}")
+        raise DataError(f"no dataset in {data_dir} ({META} is missing); generate it with: {regenerate(data_dir)}")
     hint = regenerate(data_dir)
     try:
         with open(path) as f:
@@ -680,13 +684,15 @@ def load_meta(data_dir):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: {hint}") from None
     if meta.get('version') != VERSION:
-        raise DataError(f"{path} has version {meta.get('version')}, this code writes {VERSION}; regenerate with: {hint}")
-    for name, size in {**sizes, 'tokenizer.json': None}.items():
+        raise DataError(f"{path} has version {meta.get('version')}, this code writes {VERSION}; "
+                        f"regenerate with: {hint}")
+    for name, size in {**sizes, rundir.TOKENIZER: None}.items():
         p = os.path.join(data_dir, name)
         if not os.path.isfile(p):
             raise DataError(f"{p} is missing; regenerate with: {hint}")
         if size is not None and os.path.getsize(p) != size:
-            raise DataError(f"{p} has {os.path.getsize(p)} bytes, expected {size} (truncated?); regenerate with: {hint}")
+            raise DataError(f"{p} has {os.path.getsize(p)} bytes, expected {size} (truncated?); "
+                            f"regenerate with: {hint}")
     return meta
 
 
@@ -695,16 +701,17 @@ def check_checksums(data_dir, meta):
     would otherwise train without a word. A corpus written before a file had its checksum is refused too."""
     sums = meta.get('sha256', {})
     if not isinstance(sums, dict):
-        raise DataError(f"{data_dir}/meta.json's sha256 is a {type(sums).__name__}, not a table of checksums (corrupt?): "
+        raise DataError(f"{data_dir}/{META}'s sha256 is a {type(sums).__name__}, not a table of checksums (corrupt?): "
                         f"delete {data_dir} and rerun (train.py generates it again), or regenerate with: "
                         f"{regenerate(data_dir, meta)}")
     for name in CHECKSUMMED:
         path, want = os.path.join(data_dir, name), sums.get(name)
         if want is None:
-            raise DataError(f"{data_dir} was written before {name} had a checksum in meta.json: delete {data_dir} "
-                            f"and rerun (train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")
+            raise DataError(f"{data_dir} was written before {name} had a checksum in {META}: delete {data_dir} "
+                            f"and rerun (train.py generates it again), or regenerate with: "
+                            f"{regenerate(data_dir, meta)}")
         if file_sha256(path) != want:
-            raise DataError(f"{path} does not match the checksum in meta.json (corrupt?): delete {data_dir} and rerun "
+            raise DataError(f"{path} does not match the checksum in {META} (corrupt?): delete {data_dir} and rerun "
                             f"(train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")
 
 
@@ -807,8 +814,9 @@ def refuse_other_settings(cfg):
         raise SystemExit(f"error: {e}") from None
     differ = [f"{k}={old.get(k)!r}" for k, v in asked.items() if old.get(k) != v]
     if differ:
-        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings ({', '.join(differ)}), which runs "
-                         f"trained on it check against: pick another data_dir, or delete {cfg['data_dir']} to write it again")
+        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings ({', '.join(differ)}), "
+                         f"which runs trained on it check against: pick another data_dir, or delete "
+                         f"{cfg['data_dir']} to write it again")
 
 
 def main(argv):
@@ -816,7 +824,7 @@ def main(argv):
     reach = cfg.pop('reach')
     if cfg['data_dir']:
         refuse_other_settings(cfg)           # a dir without a corpus (no meta.json) passes
-    rundir.exit_on_signals(lambda: f"stopped while writing {cfg['data_dir']} (no meta.json yet, so no run reads it); "
+    rundir.exit_on_signals(lambda: f"stopped while writing {cfg['data_dir']} (no {META} yet, so no run reads it); "
                                    f"rerun: {shlex.join(['python', 'sample_data.py', *argv])}")
     try:
         meta = prepare(**cfg)
@@ -825,8 +833,9 @@ def main(argv):
     print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens to {cfg['data_dir']} "
           f"(vocab {meta['vocab_size']}, tasks {meta['tasks']})")
     print(f"{beyond_reach(meta, reach):.1%} of the training answers' value tokens sit more than {reach} tokens "
-          f"before the position that predicts them; {rows_with_several_documents(cfg['data_dir'], cfg['block_size']):.1%} "
-          f"of the training rows hold more than one document")
+          f"before the position that predicts them; "
+          f"{rows_with_several_documents(cfg['data_dir'], cfg['block_size']):.1%} of the training rows hold more "
+          f"than one document")
 
 if __name__ == '__main__':
     main(sys.argv[1:])

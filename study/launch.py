@@ -5,10 +5,10 @@ is optional: ablate.py imports this module only for these launchers.
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import time
@@ -17,14 +17,15 @@ import torch
 
 import rundir
 from study.evals import evaluate, measure_mismatch
-from study.runs import command, last_progress, ready, state, tag
+from study.runs import (Run, command, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
+                        trainer_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
 
 
-JOB_FILE = {'train': 'job.json', 'eval': 'eval_job.json'}   # in the run dir: the job that trains / evaluates it
+JOB_FILE = {'train': rundir.TRAIN_JOB, 'eval': rundir.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
 
 
 # Slurm states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
@@ -49,16 +50,19 @@ def check_launcher(cfg):
         return {}
     if launcher == 'slurm' and not cfg['slurm_partition']:
         fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
-    for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1), ('slurm_mem_gb', 0)):
+    for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1),
+                       ('slurm_mem_gb', 0)):
         if cfg[key] < least:
             fail(f"{key}={cfg[key]} must be >= {least}")
     extra = [kv.strip() for kv in cfg['slurm_extra'].split(',') if kv.strip()]
     if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
-        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, e.g. account=abc,qos=high")
+        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, "
+             f"e.g. account=abc,qos=high")
     try:
         import submitit  # noqa: F401
     except ImportError:
-        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: pip install submitit") from None
+        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: "
+                         f"pip install submitit") from None
     return dict(kv.split('=', 1) for kv in extra)
 
 
@@ -67,22 +71,15 @@ def train_job(fresh, resumed, run_dir, threads):
     appended to its train.log). Resumed if the run dir holds a checkpoint when the job starts, so a
     job that Slurm requeues after a preemption continues the run (train.py refuses a fresh start there)."""
     run_dir = os.path.join(ROOT, run_dir)
-    cmd = resumed if os.path.exists(os.path.join(run_dir, 'ckpt.pt')) else fresh
+    cmd = resumed if os.path.exists(os.path.join(run_dir, rundir.CKPT)) else fresh
     os.makedirs(run_dir, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1',
-               RUNDIR_PARENT_PID=str(os.getpid()))            # the trainer ends with its job (rundir.die_with_parent)
-    with open(os.path.join(run_dir, 'train.log'), 'a') as log:
-        log.write(f"$ {shlex.join(cmd)}\n")
-        log.flush()
+    env = trainer_env(threads, RUNDIR_PARENT_PID=str(os.getpid()))   # the trainer ends with its job (die_with_parent)
+    with open_train_log(run_dir, cmd) as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             code = proc.wait()
-        except BaseException:   # submitit's signal before the time limit raises here: the trainer stops as on
-            proc.terminate()    # Ctrl-C (its checkpoint intact) rather than being killed mid-write
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        except BaseException:          # submitit's signal before the time limit raises here: the trainer stops as
+            stop_trainers([proc])      # on Ctrl-C (its checkpoint intact) rather than being killed mid-write
             raise
     if code:
         raise subprocess.CalledProcessError(code, cmd)
@@ -93,7 +90,7 @@ def eval_job(run, mults, n, threads):
     exactly as the local path writes them; the summary then reads them."""
     os.chdir(ROOT)                                         # the run dir may be relative to the repo root
     torch.set_num_threads(threads)
-    run = dict(run, state='done')
+    run = dataclasses.replace(run, state='done')
     evaluate([run], mults, n)
     measure_mismatch([run])
 
@@ -153,15 +150,15 @@ def submit(cfg, kind, calls, extra, runs_device):
 
 def record_job(run, kind, job, cfg):
     """<run dir>/job.json (eval_job.json): the job's id, written only once the submission succeeded."""
-    os.makedirs(run['dir'], exist_ok=True)
+    os.makedirs(run.dir, exist_ok=True)
     info = {'job_id': job.job_id, 'launcher': cfg['launcher'], 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
             'folder': str(job.paths.folder)}
-    rundir.write_atomic(os.path.join(run['dir'], JOB_FILE[kind]), json.dumps(info, indent=1).encode())
+    rundir.write_atomic(os.path.join(run.dir, JOB_FILE[kind]), json.dumps(info, indent=1).encode())
 
 
 def recorded_job(run, kind):
     """The submitit Job that job.json (eval_job.json) in the run dir names, or None."""
-    path = os.path.join(run['dir'], JOB_FILE[kind])
+    path = os.path.join(run.dir, JOB_FILE[kind])
     if not os.path.exists(path):
         return None
     import submitit
@@ -249,7 +246,8 @@ def job_error(job):
     exited non-zero (SIGKILLed, diverged) raised CalledProcessError in train_job."""
     import pickle
     try:
-        with open(job.paths.result_pickle, 'rb') as f:     # submitit's own file: ('error', traceback) or ('success', value)
+        # submitit's own file: ('error', traceback) or ('success', value)
+        with open(job.paths.result_pickle, 'rb') as f:
             kind, value = pickle.load(f)
     except Exception:
         return None
@@ -269,27 +267,27 @@ def is_running(st):
 def dispatch(runs, cfg, kind, args_of, extra):
     """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
     record the new job ids. -> [(run, job)] of every job now queued or running."""
-    jobs = {run['dir']: recorded_job(run, kind) for run in runs}
+    jobs = {run.dir: recorded_job(run, kind) for run in runs}
     recorded = [j for j in jobs.values() if j is not None]
     states = dict(zip(map(id, recorded), job_states(recorded)))      # one sacct for all of them
     live, todo = [], []
     for run in runs:
-        job = jobs[run['dir']]
+        job = jobs[run.dir]
         st = job and states[id(job)]
         if st and is_running(st):
             print(f"{tag(run)} {kind} job {job.job_id} is {st}: not resubmitted"
-                  + (f" (if it is long gone, delete {run['dir']}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
+                  + (f" (if it is long gone, delete {run.dir}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
             live.append((run, job))
         else:
             if st:
                 print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
-    device = next((r['cfg']['device'] for r in todo if r['cfg']['device'].startswith('cuda')), 'cpu')
+    device = next((r.cfg['device'] for r in todo if r.cfg['device'].startswith('cuda')), 'cpu')
     for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra, device)):
         record_job(run, kind, job, cfg)
-        resumes = ', resumes from its checkpoint' if kind == 'train' and run['state'] == 'partial' else ''
-        print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run['dir']}/"
-              + ('train.log' if kind == 'train' else JOB_FILE[kind]))
+        resumes = ', resumes from its checkpoint' if kind == 'train' and run.state == 'partial' else ''
+        print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run.dir}/"
+              + (rundir.TRAIN_LOG if kind == 'train' else JOB_FILE[kind]))
         live.append((run, job))
     return live
 
@@ -313,22 +311,21 @@ def wait_jobs(live, cfg, kind):
             poll = min(most, poll * 1.5)
         if live and kind == 'train' and time.time() - last_status > 60:
             last_status = time.time()
-            print("  " + "; ".join(f"{r['arm']} seed {r['seed']}: {last_progress(r)}" for r, _ in live))
+            print("  " + "; ".join(f"{r.arm} seed {r.seed}: {last_progress(r)}" for r, _ in live))
 
 
 def launch(runs, cfg, extra):
     """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
     checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
     whose job is still queued or running (none after --wait)."""
-    seed_order = list(dict.fromkeys(r['seed'] for r in runs))          # seed by seed, as train_grid goes
-    pending = sorted((r for r in runs if r['selected'] and r['state'] != 'done'), key=lambda r: seed_order.index(r['seed']))
-    n_done = sum(r['selected'] and r['state'] == 'done' for r in runs)
-    print(f"grid: {sum(r['selected'] for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
+    pending = to_train(runs)                                       # seed by seed, as train_grid goes
+    n_done = sum(r.selected and r.state == 'done' for r in runs)
+    print(f"grid: {sum(r.selected for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
           f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['grid_dir'], 'submitit')})")
     submitted = []
     while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes
         todo = [r for r in pending if ready(r) and r not in submitted]
-        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False), command(r, True), r['dir'],
+        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False), command(r, True), r.dir,
                                                        cfg['slurm_cpus_per_run']), extra)
         submitted += todo
         waiting = [r for r in pending if r not in submitted]
@@ -341,12 +338,12 @@ def launch(runs, cfg, extra):
         if not any(map(ready, waiting)):
             break
     for run in pending:
-        run['state'] = state(run)
-        if run['state'] != 'done':
+        run.state = state(run)
+        if run.state != 'done':
             job = recorded_job(run, 'train')
-            print(f"{tag(run)} not trained: its trunk ({run['trunk']}) ended without reaching fit + {run['point']}"
+            print(f"{tag(run)} not trained: its trunk ({run.trunk}) ended without reaching fit + {run.point}"
                   if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended before the run finished; see "
-                  f"{run['dir']}/train.log and {job.paths.stderr}; rerun this command to resubmit it")
+                  f"{run.dir}/{rundir.TRAIN_LOG} and {job.paths.stderr}; rerun this command to resubmit it")
     return []
 
 
@@ -355,16 +352,18 @@ def launch_evals(runs, cfg, mults, extra):
     yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
     evaluate(runs, mults, cfg['eval_samples'], compute=False)
     measure_mismatch(runs, compute=False)
-    todo = [r for r in runs if r['state'] == 'done' and not ('eval' in r and 'mismatch' in r)]
-    slim = lambda r: {k: r[k] for k in ('arm', 'seed', 'dir', 'cfg', 'tasks')}  # noqa: E731
-    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run']), extra)
+    todo = [r for r in runs if r.state == 'done' and (r.eval is None or r.mismatch is None)]
+    # what the job needs of a run, pickled: none of what the grid added (the log's records, a process, a lock)
+    slim = lambda r: Run(r.arm, r.seed, r.dir, r.argv, r.cfg, r.tasks, r.selected)  # noqa: E731
+    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run']),
+                    extra)
     if not cfg['wait']:
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
     evaluate(todo, mults, cfg['eval_samples'], compute=False)
     measure_mismatch(todo, compute=False)
     for run, job in live:
-        if not ('eval' in run and 'mismatch' in run):
+        if run.eval is None or run.mismatch is None:
             print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "
                   f"see {job.paths.stderr}; rerun this command to resubmit it")
     return []

@@ -5,26 +5,24 @@ and its tests against the control. study/tables.py writes them as markdown (resu
 study/plots.py draws them.
 """
 
-import os
 import shlex
 import statistics
 
 import eval_lengths
-import rundir
 from study.evals import MISMATCH
 from study.runs import SCHEDULING
-from study.stats import (DELTA, TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson, permutation_test,
-                         seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+from study.stats import (DELTA, TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson,
+                         permutation_test, seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
 
 def find_fit(runs):
-    """run['fit_iter'] of every finished run (train.py notes it in each log record; None: never
-    fit) and run['after_fit']: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
+    """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
+    into run.records; None: never fit) and run.after_fit: its quick evals from the fit on,
+    [(iter, {task: {'<m>x': acc}})]."""
     for run in runs:
-        if run['state'] == 'done':
-            log = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), float('inf'))
-            run['fit_iter'] = log[-1]['fit_iter']
-            run['after_fit'] = [(r['iter'], r['length_eval']) for r in log
-                                if r.get('fit_iter') is not None and not r.get('final')]
+        if run.state == 'done':
+            run.fit_iter = run.records[-1]['fit_iter']
+            run.after_fit = [(r['iter'], r['length_eval']) for r in run.records
+                             if r.get('fit_iter') is not None and not r.get('final')]
 
 
 def deterioration(runs, cfg):
@@ -32,15 +30,15 @@ def deterioration(runs, cfg):
     m = f"{cfg['deteriorate_multiple']}x"
     out = {}
     for run in runs:
-        if run.get('fit_iter') is None or 'eval' not in run:
+        if run.fit_iter is None or run.eval is None:
             continue
         task = primary_task(run, cfg)
-        accs = [e[task][m] for _, e in run['after_fit'] if e.get(task, {}).get(m) is not None]
+        accs = [e[task][m] for _, e in run.after_fit if e.get(task, {}).get(m) is not None]
         arm = out.setdefault(point_name(run), {'count': 0, 'of': 0, 'seeds': []})
         arm['of'] += 1
         if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
             arm['count'] += 1
-            arm['seeds'].append(run['seed'])
+            arm['seeds'].append(run.seed)
     return out
 
 
@@ -112,11 +110,13 @@ def versus_control(arm, ctrl, paired, delta):
     if e1['of'] and e0['of']:
         table = [[e1['count'], e1['of'] - e1['count']], [e0['count'], e0['of'] - e0['count']]]
         out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
-                         'p': fisher_exact(*table[0], *table[1]), 'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
+                         'p': fisher_exact(*table[0], *table[1]),
+                         'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
         n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
         out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
                         'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
-                                f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha {TESTS['alpha']}"}
+                                f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha "
+                                f"{TESTS['alpha']}"}
     x, y = arm['accuracy_at_extrap']['per_seed'], ctrl['accuracy_at_extrap']['per_seed']
     if x and y:
         p, method = permutation_test(list(x.values()), list(y.values()))
@@ -145,7 +145,8 @@ def area_test(x, y, shift=DELTA):
     p, method = sign_flip_test(d)
     mean, ci = mean_ci(d, clip=False)
     sd = mean_std(d)[1]
-    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci, 'ci90': mean_ci(d, clip=False, level=0.90)[1],
+    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci,
+            'ci90': mean_ci(d, clip=False, level=0.90)[1],
             'sd': sd, 'p': p, 'method': method, 'seeds_for_power': seeds_for_shift(sd, shift), 'shift': shift,
             'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
 
@@ -153,10 +154,10 @@ def area_test(x, y, shift=DELTA):
 def point_name(run):
     """The name a run is summarized under: its arm, or in a study of trunks with snapshots its arm at its
     point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself)."""
-    point = run.get('point')
+    point = run.point
     if point is None:
-        return run['arm']
-    return f"{run['arm']} +{run['cfg']['steps_after_fit']} uncooled" if point == 'trunk' else f"{run['arm']} +{point}"
+        return run.arm
+    return f"{run.arm} +{run.cfg['steps_after_fit']} uncooled" if point == 'trunk' else f"{run.arm} +{point}"
 
 
 def test_groups(arms_out, cfg):
@@ -189,8 +190,8 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
     for family, names, control in test_groups(arms_out, cfg):
         for name in names:
             template = init_template(cfg, arms_out[name]['arm'], study_argv)
-            v = arms_out[name]['vs_control'] = versus_control(arms_out[name], arms_out[control],
-                                                              '{seed}' in template and template == paired_on, cfg['delta'])
+            v = arms_out[name]['vs_control'] = versus_control(
+                arms_out[name], arms_out[control], '{seed}' in template and template == paired_on, cfg['delta'])
             v.update(control=control, family=family)
         tested = [arms_out[n]['vs_control'] for n in names]
         adjust([v['fisher'] for v in tested if v['fisher']], cfg['delta'])
@@ -250,14 +251,15 @@ def long_training(arms_out, cfg):
 
 def primary_task(run, cfg):
     """The one task the outcomes are judged on: extrap_task, fixed in advance, or the run's first eval task."""
-    return cfg['extrap_task'] or run['tasks'][0]
+    return cfg['extrap_task'] or run.tasks[0]
 
 
 def run_outcome(run, cfg):
-    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its {multiple: accuracy})."""
+    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its
+    {multiple: accuracy})."""
     task = primary_task(run, cfg)
-    by_m = run['eval']['length_eval'].get(task, {})
-    return run.get('fit_iter'), by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
+    by_m = run.eval['length_eval'].get(task, {})
+    return run.fit_iter, by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
 
 
 def summarize(runs, cfg, study_argv):
@@ -266,22 +268,22 @@ def summarize(runs, cfg, study_argv):
     arms_out, per_run, primary = {}, {}, {}
     for run in runs:
         name = point_name(run)
-        arm = arms_out.setdefault(name, {'arm': run['arm'], 'point': run.get('point'), 'overrides': cfg['arms'][run['arm']],
+        arm = arms_out.setdefault(name, {'arm': run.arm, 'point': run.point, 'overrides': cfg['arms'][run.arm],
                                          'seeds': [], 'pending_seeds': [], 'tasks': {}})
-        if 'eval' not in run:
-            arm['pending_seeds'].append(run['seed'])
+        if run.eval is None:
+            arm['pending_seeds'].append(run.seed)
             continue
-        arm['seeds'].append(run['seed'])
-        per_run.setdefault(name, {})[run['seed']] = run_outcome(run, cfg)
+        arm['seeds'].append(run.seed)
+        per_run.setdefault(name, {})[run.seed] = run_outcome(run, cfg)
         primary.setdefault(name, {})[primary_task(run, cfg)] = None
-        if 'mismatch' in run:
-            arm.setdefault('mismatch_per_seed', {})[str(run['seed'])] = run['mismatch']
-        for task, accs in run['eval']['length_eval'].items():
+        if run.mismatch is not None:
+            arm.setdefault('mismatch_per_seed', {})[str(run.seed)] = run.mismatch
+        for task, accs in run.eval['length_eval'].items():
             for m, acc in accs.items():
                 if acc is not None:
                     point = arm['tasks'].setdefault(task, {}).setdefault(m[:-1], {'per_seed': {}})
-                    point['per_seed'][str(run['seed'])] = acc
-                    point['length'] = int(m[:-1]) * run['eval']['block_size']
+                    point['per_seed'][str(run.seed)] = acc
+                    point['length'] = int(m[:-1]) * run.eval['block_size']
     for arm in arms_out.values():
         if arm.get('mismatch_per_seed'):
             per_seed = list(arm['mismatch_per_seed'].values())
@@ -293,40 +295,43 @@ def summarize(runs, cfg, study_argv):
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
     add_outcomes(arms_out, per_run, cfg, study_argv)
     if cfg['deteriorate_multiple']:        # the rule on the quick evals: of whole runs or trunks, not of branches
-        det = deterioration([r for r in runs if not isinstance(r.get('point'), int)], cfg)
+        det = deterioration([r for r in runs if not isinstance(r.point, int)], cfg)
         for name, arm in arms_out.items():
             if isinstance(arm['point'], int):
                 continue
             d = arm['deterioration'] = det.get(name, {'count': 0, 'of': 0, 'seeds': []})
             ctrl = det.get(arm.get('vs_control', {}).get('control'))
             if ctrl and d['of'] and ctrl['of']:
-                d['fisher_p'] = fisher_exact(d['count'], d['of'] - d['count'], ctrl['count'], ctrl['of'] - ctrl['count'])
+                d['fisher_p'] = fisher_exact(d['count'], d['of'] - d['count'],
+                                             ctrl['count'], ctrl['of'] - ctrl['count'])
     for name, arm in arms_out.items():
         arm['accuracy_at_extrap']['task'] = ','.join(primary.get(name, {})) or None
     task = cfg['extrap_task'] or "the run's first eval task"
     rule = {'control': cfg['control'], 'fit_accuracy': cfg['fit_accuracy'], 'extrap_multiple': cfg['extrap_multiple'],
             'extrap_threshold': cfg['extrap_threshold'], 'extrap_task': cfg['extrap_task'],
             'range_threshold': cfg['range_threshold'], **TESTS,
-            **({'deteriorates': f"a fit run deteriorates when its quick-eval accuracy at {cfg['deteriorate_multiple']}x "
-                                f"falls >= {cfg['deteriorate_drop']} below its running maximum since the fit at "
-                                f"{cfg['deteriorate_evals']} quick evals in a row"} if cfg['deteriorate_multiple'] else {}),
+            **({'deteriorates': f"a fit run deteriorates when its quick-eval accuracy at "
+                                f"{cfg['deteriorate_multiple']}x falls >= {cfg['deteriorate_drop']} below its running "
+                                f"maximum since the fit at {cfg['deteriorate_evals']} quick evals in a row"}
+               if cfg['deteriorate_multiple'] else {}),
             'fit': f"a run fits at the first quick eval where the 1x accuracy of every task it evaluates is >= "
-                   f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation statistics",
-            'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on {task} "
-                            f"is >= {cfg['extrap_threshold']}",
+                   f"{cfg['fit_accuracy']}; a run that never does is counted apart and left out of the extrapolation "
+                   f"statistics",
+            'extrapolates': f"a fit run extrapolates when its final-eval accuracy at {cfg['extrap_multiple']}x on "
+                            f"{task} is >= {cfg['extrap_threshold']}",
             'tests': f"each arm against {cfg['control']!r}: primary, the area (mean accuracy over the evaluated "
-                     f"multiples) paired by seed, two-sided sign-flip test over the seeds fit in both (Holm-corrected over "
-                     f"the arms; also with never-fit runs counted as area 0); secondary, two-sided Fisher exact test on "
-                     f"extrapolates / fit but not (Holm-corrected over the arms), two-sided permutation test of the mean "
-                     f"accuracy at {cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test of it over seeds "
-                     f"fit in both where both arms continue the same runs (init_from with '{{seed}}')"
+                     f"multiples) paired by seed, two-sided sign-flip test over the seeds fit in both (Holm-corrected "
+                     f"over the arms; also with never-fit runs counted as area 0); secondary, two-sided Fisher exact "
+                     f"test on extrapolates / fit but not (Holm-corrected over the arms), two-sided permutation test "
+                     f"of the mean accuracy at {cfg['extrap_multiple']}x over fit runs, and a paired sign-flip test "
+                     f"of it over seeds fit in both where both arms continue the same runs (init_from with '{{seed}}')"
                      if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
     rule.update(delta=cfg['delta'], families=cfg['families'],
-                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (within its family) is <= "
-                      f"{TESTS['alpha']}, 'equivalent within +-{cfg['delta']:g}' where its 90% interval lies inside, "
-                      f"else 'not resolved' with its 95% interval")
+                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (within its "
+                      f"family) is <= {TESTS['alpha']}, 'equivalent within +-{cfg['delta']:g}' where its 90% interval "
+                      f"lies inside, else 'not resolved' with its 95% interval")
     snapshots = any(isinstance(a['point'], int) for a in arms_out.values())
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'grid_dir': cfg['grid_dir'],

@@ -22,20 +22,19 @@ def step_curves(runs):
     (a cooldown branch is a short tail of its trunk)."""
     curves = {}
     for run in runs:
-        path = os.path.join(run['dir'], 'log.jsonl')
-        if run['state'] != 'done' or not os.path.exists(path) or isinstance(run.get('point'), int):
+        if run.state != 'done' or isinstance(run.point, int):
             continue
-        for rec in rundir.read_log(path, float('inf')):
+        for rec in run.records:
             if rec.get('final'):                                   # the final eval has other multiples
                 continue
             for task, accs in (rec.get('length_eval') or {}).items():
-                by_m = curves.setdefault(run['arm'], {}).setdefault(task, {})
+                by_m = curves.setdefault(run.arm, {}).setdefault(task, {})
                 for m, a in accs.items():
                     if a is not None:
-                        by_m.setdefault(m, {}).setdefault(run['seed'], {})[rec['iter']] = a
+                        by_m.setdefault(m, {}).setdefault(run.seed, {})[rec['iter']] = a
                 if len(accs) > 1 and None not in accs.values():
                     key = f"{min(accs, key=lambda m: int(m[:-1]))}-{max(accs, key=lambda m: int(m[:-1]))} (mean)"
-                    by_m.setdefault(key, {}).setdefault(run['seed'], {})[rec['iter']] = sum(accs.values()) / len(accs)
+                    by_m.setdefault(key, {}).setdefault(run.seed, {})[rec['iter']] = sum(accs.values()) / len(accs)
     return curves
 
 
@@ -109,7 +108,8 @@ def plot(results, curves, out):
         for i, arm in enumerate(colour):
             early, late = at.get((arm, long['early']), {}), at.get((arm, long['late']), {})
             for seed in (s for s in early if s in late):
-                ax.plot([i - 0.2, i + 0.2], [early[seed], late[seed]], color=colour[arm], lw=0.8, alpha=0.5, marker='o', ms=3)
+                ax.plot([i - 0.2, i + 0.2], [early[seed], late[seed]], color=colour[arm], lw=0.8, alpha=0.5,
+                        marker='o', ms=3)
             for x, areas in ((i - 0.2, early), (i + 0.2, late)):
                 if areas:
                     ax.plot([x - 0.12, x + 0.12], [statistics.median(areas.values())] * 2, color=colour[arm], lw=2.5)
@@ -118,12 +118,13 @@ def plot(results, curves, out):
     if any(a['area']['per_seed'] for a in arms.values()):
         mults = ', '.join(f'{m}x' for m in results['eval']['multiples'])
         if long:
-            eval_lengths.plot_panels([f"each run cooled at +{long['early']} (left) and at +{long['late']} (right) steps "
-                                      f"past the fit"], early_late, os.path.join(out, 'area_by_arm.png'), 'arm',
+            eval_lengths.plot_panels([f"each run cooled at +{long['early']} (left) and at +{long['late']} (right) "
+                                      f"steps past the fit"], early_late, os.path.join(out, 'area_by_arm.png'), 'arm',
                                      f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
         else:
-            eval_lengths.plot_panels([f"area per run (mean accuracy over {mults})"], by_arm, os.path.join(out, 'area_by_arm.png'),
-                                     'arm', 'area (dot: one run; bar: median)', log2=False)
+            eval_lengths.plot_panels([f"area per run (mean accuracy over {mults})"], by_arm,
+                                     os.path.join(out, 'area_by_arm.png'), 'arm', 'area (dot: one run; bar: median)',
+                                     log2=False)
     if panels:
         eval_lengths.plot_panels(list(panels), by_length, os.path.join(out, 'accuracy_vs_length.png'),
                                  'length (multiple of the training length)', 'accuracy (thin: one run each)')
@@ -137,8 +138,9 @@ def plot(results, curves, out):
 
 def main(paths):
     if not paths or any(p in ('-h', '--help') for p in paths):
-        raise SystemExit("usage: python -m study.plots results/<study>/results.json ...: redraws accuracy_vs_length.png "
-                         "and area_by_arm.png beside each (accuracy_vs_step.png needs the runs' logs: ablate.py)")
+        raise SystemExit("usage: python -m study.plots results/<study>/results.json ...: redraws "
+                         "accuracy_vs_length.png and area_by_arm.png beside each (accuracy_vs_step.png needs the "
+                         "runs' logs: ablate.py)")
     for path in paths:
         plot(rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study"), {}, os.path.dirname(path))
 

@@ -1,11 +1,15 @@
 """
-One run of a study's grid: the train.py command that trains it and the state its run dir is in.
-A run is a dict made by ablate.plan: arm, seed, dir, argv (train.py's), cfg (the exact settings
-train.py will use), tasks (its eval tasks) and selected (trained by this grid, or only summarized).
+One run of a study's grid: the train.py command that trains it, the state its run dir is in, and
+how a trainer is started and stopped (ablate.py's local grid and study/launch.py's jobs alike).
+A run is a Run made by ablate.plan; the grid, the eval and the summary fill in the rest.
 """
 
 import os
+import shlex
+import subprocess
 import sys
+from dataclasses import dataclass
+from typing import IO, Optional, Union
 
 import rundir
 
@@ -31,54 +35,124 @@ def differing(saved, wanted):
     """The settings that make two runs' settings two different runs, not one run executed or logged
     another way: [(key, saved value, wanted value)]."""
     free = NOT_THE_RUN - DECIDES_THE_FIT if wanted.get('steps_after_fit') else NOT_THE_RUN
-    return [(k, saved.get(k, ADDED.get(k)), v) for k, v in wanted.items() if k not in free and saved.get(k, ADDED.get(k)) != v]
+    return [(k, saved.get(k, ADDED.get(k)), v) for k, v in wanted.items()
+            if k not in free and saved.get(k, ADDED.get(k)) != v]
+
+
+@dataclass
+class Run:
+    """One run of the grid: what ablate.plan makes of it (arm to reused), then what the grid learns of it
+    (state to after_fit) and, while ablate.py trains it here, its trainer (proc to t0)."""
+    arm: str                                # its arm (a reused run: this study's arm, not its source's)
+    seed: int                               # its training seed, --seed
+    dir: str                                # its run dir: grid_dir/<arm>/seed<k>, a branch's <trunk dir>/cooldown<k>
+    argv: list                              # train.py's arguments that make it (without --init_from=resume)
+    cfg: dict                               # the exact settings train.py will use
+    tasks: list                             # its eval tasks
+    selected: bool                          # trained by this grid, or (left out by --arms) only summarized
+    point: Union[None, str, int] = None     # None; 'trunk' (it has cooldown branches); k (the branch from fit + k)
+    trunk: Optional[str] = None             # a cooldown branch's trunk's run dir; None: not a branch
+    reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
+    state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()) or 'evaluating'
+    records: Optional[list] = None          # its log.jsonl's records, read once, by state() when it is done
+    eval: Optional[dict] = None             # its final eval's record (study.evals); None: not cached yet
+    mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet
+    fit_iter: Optional[int] = None          # the step it fit at (study.outcomes.find_fit); None: never fit
+    after_fit: Optional[list] = None        # its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]
+    proc: Optional[subprocess.Popen] = None   # its trainer, a train.py process
+    train_log: Optional[IO] = None          # the open train.log the trainer writes to
+    lock: Optional[rundir.DirLock] = None   # the run dir's lock, handed to the trainer
+    t0: Optional[float] = None              # when the trainer started, time.time()
 
 
 def state(run):
     """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
     run with other settings (it would be mixed into this study's results), unless the run is not
-    selected: then it is 'other', summarized as not finished."""
-    path = os.path.join(run['dir'], 'ckpt.pt')
+    selected: then it is 'other', summarized as not finished. A run done has its log's records read
+    into run.records (the fit and the step curves read them there)."""
+    path = os.path.join(run.dir, rundir.CKPT)
     if not os.path.exists(path):
         return 'new'
-    ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run trains again")
-    differ = differing(ckpt['config'], run['cfg'])
-    if differ and not run['selected']:
+    ckpt = rundir.load_checkpoint(path, f"set it aside (mv {path} {path}.bad) and rerun this command: the run "
+                                        f"trains again")
+    differ = differing(ckpt['config'], run.cfg)
+    if differ and not run.selected:
         return 'other'
     if differ:
-        raise SystemExit(f"{run['dir']} was trained with other settings ("
+        raise SystemExit(f"{run.dir} was trained with other settings ("
                          + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4])
-                         + f"): pick another grid_dir, or delete {run['dir']} to retrain it")
+                         + f"): pick another grid_dir, or delete {run.dir} to retrain it")
     if not ckpt['finished']:
         return 'partial'
     last = ckpt['iter_num']                    # max_iters, or earlier for a run stopped steps_after_fit after its fit
-    logged = rundir.read_log(os.path.join(run['dir'], 'log.jsonl'), last) \
-        if os.path.exists(os.path.join(run['dir'], 'log.jsonl')) else []
-    return 'done' if any(r['iter'] == last for r in logged) else 'partial'
+    log = os.path.join(run.dir, rundir.LOG)
+    logged = rundir.read_log(log, float('inf')) if os.path.exists(log) else []
+    if not any(r['iter'] == last for r in logged):
+        return 'partial'
+    run.records = logged
+    return 'done'
 
 
 def tag(run):
     """'[vpad seed 7]', '[vpad seed 7, cooldown at fit + 1000]': a run in the grid's messages."""
-    point = f", cooldown at fit + {run['point']}" if isinstance(run.get('point'), int) else ''
-    return f"[{run['arm']} seed {run['seed']}{point}]"
+    point = f", cooldown at fit + {run.point}" if isinstance(run.point, int) else ''
+    return f"[{run.arm} seed {run.seed}{point}]"
 
 
 def command(run, resume):
     """The run's train.py command; a cooldown branch always resumes (the snapshot its trunk wrote)."""
-    return [sys.executable, 'train.py', *run['argv'], *(['--init_from=resume'] if resume or 'trunk' in run else [])]
+    return [sys.executable, 'train.py', *run.argv, *(['--init_from=resume'] if resume or run.trunk is not None else [])]
 
 
 def ready(run):
     """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot."""
-    return 'trunk' not in run or os.path.exists(os.path.join(run['dir'], rundir.CKPT))
+    return run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT))
 
 
 def last_progress(run):
     """The last 'iter i/n' line of a running run's train.log, for the progress display."""
     try:
-        with open(os.path.join(run['dir'], 'train.log'), 'rb') as f:
+        with open(os.path.join(run.dir, rundir.TRAIN_LOG), 'rb') as f:
             f.seek(max(0, os.path.getsize(f.name) - 4000))
             lines = [l for l in f.read().decode(errors='replace').splitlines() if l.startswith('iter ')]
         return lines[-1].split(',')[0] if lines else 'starting'
     except OSError:
         return 'starting'
+
+
+# -----------------------------------------------------------------------------
+# starting and stopping trainers: the local grid (ablate.py) and the launchers' jobs (study/launch.py)
+
+def to_train(runs):
+    """The selected runs not finished, seed by seed across the arms: a grid cut short leaves every
+    arm with as many finished seeds."""
+    seed_order = list(dict.fromkeys(r.seed for r in runs))
+    return sorted((r for r in runs if r.selected and r.state != 'done'), key=lambda r: seed_order.index(r.seed))
+
+
+def trainer_env(threads, **extra):
+    """A trainer's environment: `threads` torch threads, and its output unbuffered so that train.log
+    shows each line when it is printed."""
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED='1',
+                **extra)
+
+
+def open_train_log(run_dir, cmd):
+    """<run dir>/train.log, opened to append a trainer's output below the line "$ <its command>"."""
+    log = open(os.path.join(run_dir, rundir.TRAIN_LOG), 'a')
+    log.write(f"$ {shlex.join(cmd)}\n")
+    log.flush()
+    return log
+
+
+def stop_trainers(procs):
+    """SIGTERM, which each trainer answers by exiting with its last checkpoint intact; SIGKILL for
+    one still running a minute later."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

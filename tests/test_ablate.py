@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 import os
@@ -15,7 +16,7 @@ import rundir
 import train
 from ablate import main as ablate_main
 from study import evals, launch, outcomes, plots, stats, tables
-from study.runs import state
+from study.runs import Run, state
 from configurator import configure, settings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,7 +111,8 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     assert '| none | 2 |' in md and 'pre-act var ratio' in md
     per_seed = res['arms']['wd']['tasks']['niah_single']
     mark = ' †' if 2 in res['arms']['wd']['never_fit'] else ''        # 4 steps: a seed may not fit
-    assert f"| wd | 2{mark} | {per_seed['1']['per_seed']['2']:.2f} | {per_seed['2']['per_seed']['2']:.2f} |" in md   # each seed's row
+    # each seed's row
+    assert f"| wd | 2{mark} | {per_seed['1']['per_seed']['2']:.2f} | {per_seed['2']['per_seed']['2']:.2f} |" in md
     # the outcomes: every finished run either fit or never did; the rule is printed with them
     for arm in res['arms'].values():
         assert arm['runs'] == 2 and arm['fit'] + len(arm['never_fit']) == 2
@@ -168,7 +170,8 @@ def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, caps
     stderr = (tmp_path / 'err').read_text()
     assert proc.returncode == 130 and 'Traceback' not in stderr, stderr      # (before it: the corpus's progress bars)
     assert stderr.strip().splitlines()[-1] == (
-        f"SIGINT: 1 of 2 runs finished, 1 stopping at their last checkpoint; resume with: python ablate.py {' '.join(args)}")
+        f"SIGINT: 1 of 2 runs finished, 1 stopping at their last checkpoint; resume with: "
+        f"python ablate.py {' '.join(args)}")
     assert not alive(trainer) and 'SIGTERM: stopped at iter' in (run2 / 'train.log').read_text()
     proc, trainer = start_and_wait(len((run2 / 'log.jsonl').read_text().splitlines()) + 2)
     proc.kill()
@@ -202,13 +205,13 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
     """A cached final eval or mismatch cut short, [] or {} (a full disk, an edit): one line, then
     computed again. A results_dir/results.json that is not a summary: one line, kept beside as
     results.json.bad, and a new summary written."""
-    run = {'arm': 'none', 'seed': 1, 'dir': str(tmp_path / 'run')}
-    os.makedirs(run['dir'])
+    run = a_run(tmp_path / 'run', {})
+    os.makedirs(run.dir)
     (tmp_path / 'run' / 'ckpt.pt').write_bytes(b'')
     for damage in ('{"key": {"a": 1}, "rec', '[]', '{}'):
         (tmp_path / 'run' / 'cache.json').write_text(damage)
         assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'fresh') == 'fresh'
-        assert f"[none seed 1] {run['dir']}/cache.json is damaged" in capsys.readouterr().out
+        assert f"[none seed 1] {run.dir}/cache.json is damaged" in capsys.readouterr().out
         assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'again') == 'fresh'      # now a sound cache
     results = tmp_path / 'results'
     cfg = study(tmp_path, results_dir=str(results), seeds='1', eval_samples=1)     # the study's own grid
@@ -216,7 +219,8 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
     (results / 'results.json').write_text('[1, 2]')
     ablate_here(cfg)
     out = capsys.readouterr().out
-    assert f"{results}/results.json holds a list, not a dict: set aside as {results}/results.json.bad" in out, out[-3000:]
+    assert f"{results}/results.json holds a list, not a dict: set aside as {results}/results.json.bad" in out, \
+        out[-3000:]
     assert (results / 'results.json.bad').read_text() == '[1, 2]'
     assert json.load(open(results / 'results.json'))['command'] == f'python ablate.py {cfg}'
 
@@ -332,6 +336,11 @@ def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
     assert out.returncode != 0 and out.stderr.strip() == refused(bad), out.stderr
 
 
+def a_run(d, cfg, selected=True):
+    """Run (none, seed 1) in run dir d, with these settings."""
+    return Run('none', 1, str(d), [], cfg, ['niah_single'], selected)
+
+
 def write_log(d, records):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, 'log.jsonl'), 'w') as f:
@@ -349,7 +358,9 @@ def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     torch.save({'config': cfg, **saved, **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))},
                tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': i} for i in logged])
-    assert state({'dir': str(tmp_path), 'cfg': cfg, 'selected': True}) == want
+    run = a_run(tmp_path, cfg)
+    assert state(run) == want
+    assert run.records == ([{'iter': i} for i in logged] if want == 'done' else None)   # read once, for the summary
 
 
 def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_gates_it(tmp_path):
@@ -359,18 +370,18 @@ def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_
     torch.save({'config': saved, 'iter_num': 60, 'finished': True,
                 **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': i} for i in (0, 20, 40, 60)])
-    run = lambda **kw: state({'dir': str(tmp_path), 'cfg': {**saved, **kw}, 'selected': True})
+    run = lambda **kw: state(a_run(tmp_path, {**saved, **kw}))  # noqa: E731
     assert run(eval_iters=5) == 'done'
     for k, v in (('eval_interval', 50), ('eval_samples', 32)):
         with pytest.raises(SystemExit) as e:
             run(**{k: v})
         assert f'{k}={saved[k]!r}, study: {v!r}' in e.value.code and 'delete' in e.value.code
-    assert state({'dir': str(tmp_path), 'cfg': {**saved, 'eval_interval': 50}, 'selected': False}) == 'other'
+    assert state(a_run(tmp_path, {**saved, 'eval_interval': 50}, selected=False)) == 'other'
     ungated = {**saved, 'steps_after_fit': 0}
     torch.save({'config': ungated, 'iter_num': 100, 'finished': True,
                 **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
     write_log(tmp_path, [{'iter': i} for i in (0, 50, 100)])
-    assert state({'dir': str(tmp_path), 'cfg': {**ungated, 'eval_interval': 50}, 'selected': True}) == 'done'
+    assert state(a_run(tmp_path, {**ungated, 'eval_interval': 50})) == 'done'
 
 
 def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
@@ -378,7 +389,7 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     names the file and the keys it lacks, from the grid's state check and from train.py's resume."""
     torch.save({'state_dict': {}, 'epoch': 3}, tmp_path / 'ckpt.pt')
     with pytest.raises(SystemExit) as e:
-        state({'dir': str(tmp_path), 'cfg': {}, 'selected': True})
+        state(a_run(tmp_path, {}))
     assert "is not a checkpoint train.py wrote (no 'model', 'optimizer', 'model_args', ...)" in e.value.code
     assert 'mv ' in e.value.code and len(e.value.code.splitlines()) == 1
     with pytest.raises(SystemExit) as e:
@@ -399,13 +410,16 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
         runs = abl.plan(configure(abl.study_settings(), [here]), [], None, settings_of(vars(train)))
     finally:
         os.chdir(cwd)
-    dirs = {(r['arm'], r['seed']): r['dir'] for r in runs}
-    assert dirs[('none', 1)] == str(tmp_path / 'src' / 'none' / 'seed1') and dirs[('none', 3)] == str(tmp_path / 'grid' / 'none' / 'seed3')
-    assert dirs[('wd', 1)] == str(tmp_path / 'grid' / 'wd' / 'seed1') and runs[0]['reused'] == 'src/none'
+    dirs = {(r.arm, r.seed): r.dir for r in runs}
+    assert dirs[('none', 1)] == str(tmp_path / 'src' / 'none' / 'seed1')
+    assert dirs[('none', 3)] == str(tmp_path / 'grid' / 'none' / 'seed3')
+    assert dirs[('wd', 1)] == str(tmp_path / 'grid' / 'wd' / 'seed1') and runs[0].reused == 'src/none'
     msg = refused(here, '--learning_rate=0.001')
-    assert "arm 'none' reuses src's none runs" in msg and 'learning_rate=0.003 there, 0.001 here' in msg and '--reuse={}' in msg
+    assert "arm 'none' reuses src's none runs" in msg and 'learning_rate=0.003 there, 0.001 here' in msg
+    assert '--reuse={}' in msg
     study(tmp_path, 'src.py', reuse={'none': 'here'})                     # src now reuses here in turn
-    assert 'reuses this study' in refused(here) and 'no arm' in refused(study(tmp_path, 'x.py', reuse={'none': 'src/other'}))
+    assert 'reuses this study' in refused(here)
+    assert 'no arm' in refused(study(tmp_path, 'x.py', reuse={'none': 'src/other'}))
     assert source and 'reuse=' in refused(study(tmp_path, 'y.py', reuse={'nope': 'src'}))
 
 
@@ -419,15 +433,16 @@ def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
         runs = abl.plan(cfg, [], None, settings_of(vars(train)))
     finally:
         os.chdir(cwd)
-    assert len(runs) == 4 and {r['cfg']['fit_accuracy'] for r in runs} == {0.9}   # train.py judges the fit as the summary does
+    # train.py judges the fit as the summary does
+    assert len(runs) == 4 and {r.cfg['fit_accuracy'] for r in runs} == {0.9}
 
 
 def fake_run(tmp_path, arm, seed, acc_1x, acc_16x, log):
-    """A finished run without training: its log.jsonl and final eval."""
+    """A finished run without training: its log.jsonl (its records, as state() reads them) and final eval."""
     d = str(tmp_path / arm / f'seed{seed}')
     write_log(d, log)
-    return {'arm': arm, 'seed': seed, 'dir': d, 'state': 'done', 'tasks': ['niah_single'],
-            'eval': {'block_size': 128, 'length_eval': {'niah_single': {'1x': acc_1x, '16x': acc_16x}}}}
+    return Run(arm, seed, d, [], {}, ['niah_single'], True, state='done', records=log,
+               eval={'block_size': 128, 'length_eval': {'niah_single': {'1x': acc_1x, '16x': acc_16x}}})
 
 
 def fit_log(fit_iter):
@@ -454,24 +469,28 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
     """The study's deterioration rule (deteriorate_*): the quick eval at 4x >= 0.2 below its running
     maximum since the fit at 2 evals in a row; one dip, or a dip before the fit, does not count."""
     def log(*accs, fit_at=1):
-        return [{'iter': i, 'length_eval': {'niah_single': {'1x': 1.0, '4x': a}}, 'fit_iter': fit_at if i >= fit_at else None}
+        return [{'iter': i, 'length_eval': {'niah_single': {'1x': 1.0, '4x': a}},
+                 'fit_iter': fit_at if i >= fit_at else None}
                 for i, a in enumerate(accs)] + [{'iter': len(accs), 'length_eval': {'niah_single': {'1x': 1.0}},
                                                  'fit_iter': fit_at, 'final': True}]
     runs = [fake_run(tmp_path, 'none', 1, 1.0, 0.5, log(0.1, 0.9, 0.95, 0.9, 0.94)),        # no drop
-            fake_run(tmp_path, 'none', 2, 1.0, 0.5, log(0.9, 0.1, 0.9, 0.8, 0.85, fit_at=2)),  # the dip is before the fit
+            fake_run(tmp_path, 'none', 2, 1.0, 0.5, log(0.9, 0.1, 0.9, 0.8, 0.85, fit_at=2)),  # dip before the fit
             fake_run(tmp_path, 'wd', 1, 1.0, 0.5, log(0.1, 0.9, 0.7, 0.65, 0.9)),            # two in a row
             fake_run(tmp_path, 'wd', 2, 1.0, 0.5, log(0.1, 0.9, 0.6, 0.9, 0.6))]             # never two in a row
     outcomes.find_fit(runs)
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'fit_accuracy', 'extrap_threshold',
-                                           'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals', 'delta', 'families')}
-    cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16, 'deteriorate_multiple': 4,
-            'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
+                                           'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals',
+                                           'delta', 'families')}
+    cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16,
+            'deteriorate_multiple': 4, 'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
     res = outcomes.summarize(runs, cfg, ['study.py'])
     assert res['arms']['none']['deterioration'] == {'count': 0, 'of': 2, 'seeds': []}
-    assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
+    assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == \
+        {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
     assert res['arms']['wd']['deterioration']['fisher_p'] == pytest.approx(stats.fisher_exact(1, 1, 0, 2))
     md = tables.format_markdown(res)
-    assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; wd 1 of 2 (Fisher' in md
+    assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; ' \
+           'wd 1 of 2 (Fisher' in md
     assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
 
 
@@ -483,21 +502,22 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
             fake_run(tmp_path, 'vpad', 2, 1.0, 0.92, fit_log(250)),
             fake_run(tmp_path, 'vpad', 3, 0.5, 0.99, fit_log(None)),   # never fit: its 0.99 must not count
             fake_run(tmp_path, 'wd', 1, 1.0, 0.05, fit_log(None)),     # never fit at all: not tested
-            {'arm': 'wd', 'seed': 2, 'dir': str(tmp_path / 'wd' / 'seed2'), 'state': 'new', 'tasks': ['niah_single']}]
+            Run('wd', 2, str(tmp_path / 'wd' / 'seed2'), [], {}, ['niah_single'], True, state='new')]
     outcomes.find_fit(runs)
-    assert [r.get('fit_iter') for r in runs] == [100, 200, 300, 150, 250, None, None, None]
+    assert [r.fit_iter for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold',
                                            'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals', 'delta',
                                            'families')}
-    cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},   # every arm continues the same runs
+    # every arm continues the same runs
+    cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
     res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
     none, vpad, wd = (res['arms'][a] for a in ('none', 'vpad', 'wd'))
     assert (none['runs'], none['fit'], none['never_fit']) == (3, 3, [])
     assert none['steps_to_fit'] == {'per_seed': {'1': 100, '2': 200, '3': 300}, 'median': 200, 'min': 100, 'max': 300}
-    assert none['extrapolates'] | {'ci95': None} == {'count': 1, 'of': 3, 'seeds': [2], 'not_measured': [], 'share': 1 / 3,
-                                                     'ci95': None, 'interval': 'Wilson score'}
+    assert none['extrapolates'] | {'ci95': None} == {'count': 1, 'of': 3, 'seeds': [2], 'not_measured': [],
+                                                     'share': 1 / 3, 'ci95': None, 'interval': 'Wilson score'}
     assert none['extrapolates']['ci95'] == pytest.approx(stats.wilson(1, 3))
     # vpad seed 3 never fit: counted apart, out of the extrapolation counts and the mean at 16x
     assert (vpad['runs'], vpad['fit'], vpad['never_fit']) == (3, 2, [3])
@@ -511,8 +531,10 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert v['fisher']['p_holm'] == pytest.approx(0.4)                     # the only arm tested
     assert v['permutation']['p'] == pytest.approx(stats.permutation_test([0.97, 0.92], [0.2, 0.95, 0.1])[0])
     assert v['permutation']['method'] == 'exact: all 10 splits'
-    assert v['permutation']['p'] == pytest.approx(0.3)     # by hand: {.97,.92} .53, {.97,.95} .55, {.2,.1} .80 of 10 reach .53
-    # both continue out/base/seed{seed}: paired over the seeds fit in both (1, 2), d = 0.77, -0.03: all 4 patterns reach it
+    # by hand: {.97,.92} .53, {.97,.95} .55, {.2,.1} .80 of 10 reach .53
+    assert v['permutation']['p'] == pytest.approx(0.3)
+    # both continue out/base/seed{seed}: paired over the seeds fit in both (1, 2), d = 0.77, -0.03: all 4 patterns
+    # reach it
     assert v['paired']['seeds'] == [1, 2] and v['paired']['p'] == pytest.approx(1.0)
     assert v['paired']['difference'] == pytest.approx((0.77 - 0.03) / 2)
     assert v['power']['seeds_per_arm'] == stats.seeds_for_power(1.0, 1 / 3)
@@ -522,7 +544,8 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert vpad['area']['per_seed'] == pytest.approx({'1': 0.985, '2': 0.96})            # seed 3 never fit: left out,
     assert vpad['area']['never_fit_as_0']['per_seed'] == pytest.approx({'1': 0.985, '2': 0.96, '3': 0.0})  # or 0
     a = v['area']['left_out']
-    assert a['seeds'] == [1, 2] and a['difference'] == pytest.approx((0.385 - 0.015) / 2) and a['p'] == pytest.approx(1.0)
+    assert a['seeds'] == [1, 2] and a['difference'] == pytest.approx((0.385 - 0.015) / 2)
+    assert a['p'] == pytest.approx(1.0)
     assert a['p_holm'] == pytest.approx(1.0) and a['ci95'][0] < 0 < a['ci95'][1]        # unclipped: a difference
     assert a['seeds_for_power'] == stats.seeds_for_shift(stats.mean_std([0.385, -0.015])[1], 0.05)
     assert v['area']['never_fit_as_0']['seeds'] == [1, 2, 3]
@@ -534,7 +557,8 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
     assert 'Pre-registered rule: a run fits at the first quick eval where the 1x accuracy' in md
     assert "Primary, the area paired by seed (from the paired difference: 'higher' / 'lower' where" in md
-    assert "vpad against none, not resolved: [" in md and "(2 seeds, p 1.000, Holm 1.000). Secondary:" in md   # primary first
+    # primary first
+    assert "vpad against none, not resolved: [" in md and "(2 seeds, p 1.000, Holm 1.000). Secondary:" in md
     assert 'at 16x on the run\'s first eval task is >= 0.9; control: none.' in md
     assert '2 of 7 finished runs never fit (vpad seed 3; wd seed 1)' in md
     assert 'No arm differs from its control in how often it extrapolates at alpha 0.05 after Holm correction; ' \
@@ -569,8 +593,8 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
         name = arm if point is None else f"{arm}/{point}"
         r = fake_run(tmp_path, name, seed, 1.0, 2 * area - 1.0, fit_log(100))     # area: the mean of 1x and 16x
         cfg = {'steps_after_fit': 10000}
-        r.update(arm=arm, point=point, cfg=cfg, **({'mismatch': {'token_shift': shift}} if shift is not None else {}))
-        return r
+        return dataclasses.replace(r, arm=arm, point=point, cfg=cfg,
+                                   mismatch={'token_shift': shift} if shift is not None else None)
     runs, noise = [], [0.004, -0.003, 0.002, -0.001, 0.003, -0.002]
     for s, n in zip(range(1, 7), noise):
         for arm, early, late in (('none', 0.6, 0.5 + n), ('vpad', 0.6, 0.6 + n), ('none_wd', 0.6, 0.4 + n)):
@@ -587,7 +611,8 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     late = res['arms']['vpad +10000']['vs_control']
     assert (late['control'], late['family'], late['area']['left_out']['label']) == ('none +10000', 'sites', 'higher')
     L = res['long']
-    assert L['change']['none']['difference'] == pytest.approx(-0.1 + sum(noise) / 6) and L['change']['none']['label'] == 'lower'
+    assert L['change']['none']['difference'] == pytest.approx(-0.1 + sum(noise) / 6)
+    assert L['change']['none']['label'] == 'lower'
     assert L['change']['vpad']['label'] == 'equivalent within +-0.05'
     assert (L['change_vs_control']['vpad']['label'], L['change_vs_control']['vpad']['family']) == ('higher', 'sites')
     assert L['change_vs_control']['none_wd']['label'] == 'lower' and 'none' not in L['change_vs_control']
@@ -709,10 +734,11 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
             '--slurm_mem_gb=16', '--slurm_extra=account=lab,qos=high']
     ablate_here(*args)
     script = (fake / 'sbatch4242.sh').read_text()
-    for flag in ('partition=gpu', 'gpus-per-node=2', 'cpus-per-task=4', 'time=90', 'mem=16GB', 'account=lab', 'qos=high',
-                 'array=0-3%4'):
+    for flag in ('partition=gpu', 'gpus-per-node=2', 'cpus-per-task=4', 'time=90', 'mem=16GB', 'account=lab',
+                 'qos=high', 'array=0-3%4'):
         assert f'#SBATCH --{flag}' in script, script
-    ids = {d: info['job_id'] for d, info in job_files(grid).items()}   # seed by seed across the arms, as train_grid goes
+    # seed by seed across the arms, as train_grid goes
+    ids = {d: info['job_id'] for d, info in job_files(grid).items()}
     assert ids == {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4242_2', 'wd/seed2': '4242_3'}
     assert all(info['launcher'] == 'slurm' for info in job_files(grid).values())
     assert not list(grid.rglob('ckpt.pt'))
@@ -721,7 +747,8 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     with open(grid / 'submitit' / '4242_2_submitted.pkl', 'rb') as f:
         fresh, resumed, run_dir, threads = pickle.load(f).args
     assert run_dir == str(grid / 'none' / 'seed2') and threads == 4
-    assert fresh[1:3] == ['train.py', 'tests/base_config.py'] and '--seed=2' in fresh and resumed == fresh + ['--init_from=resume']
+    assert fresh[1:3] == ['train.py', 'tests/base_config.py'] and '--seed=2' in fresh
+    assert resumed == fresh + ['--init_from=resume']
     capsys.readouterr()
     # sacct: two still queued or running, one failed, one preempted: only those two go again, as one new array
     (fake / 'sacct').write_text('JobID|State|NodeList\n4242_0|RUNNING|n1\n4242_1|PENDING|None assigned\n'
@@ -762,12 +789,14 @@ def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp
     cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1')
     args = [cfg, '--launcher=slurm', '--slurm_partition=cpu']
     for n, (device, gpus) in enumerate((('cpu', None), ('auto', None), ('cuda', 1)), start=4242):
-        ablate_here(*args, f'--device={device}', f'--grid_dir={tmp_path / device}')   # cuda: the node's, not this host's
+        # cuda: the node's, not this host's
+        ablate_here(*args, f'--device={device}', f'--grid_dir={tmp_path / device}')
         script = (fake / f'sbatch{n}.sh').read_text()
         assert ('#SBATCH --gpus-per-node=1' in script) == (gpus == 1), (device, script)
     ablate_here(*args, '--device=cpu', '--slurm_gpus_per_run=2', f'--grid_dir={tmp_path / "two"}')
     assert '#SBATCH --gpus-per-node=2' in (fake / 'sbatch4245.sh').read_text()
-    (fake / 'bin' / 'sbatch').write_text('#!/bin/sh\necho "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1\n')
+    (fake / 'bin' / 'sbatch').write_text('#!/bin/sh\necho "sbatch: error: Invalid generic resource (gres) '
+                                         'specification" >&2; exit 1\n')
     msg = refused(*args, '--device=cuda', f'--grid_dir={tmp_path / "gres"}')
     assert 'Invalid generic resource (gres) specification' in msg and '--slurm_gpus_per_run=N' in msg, msg
 
