@@ -199,6 +199,15 @@ def load_checkpoint(path, fix, keys=CHECKPOINT_KEYS):
     return ckpt
 
 
+def load_start(path, own):
+    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
+                         f"start the run with init_from='scratch'")
+    return load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
+                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
+
+
 # errno -> (what went wrong, what to do about it)
 DISK = {errno.ENOSPC: ('no space left on the device', 'free some space'),
         errno.EDQUOT: ('disk quota exceeded', 'free some space'),
@@ -256,7 +265,8 @@ class Held(Exception):
 
     def __init__(self, owner):
         self.pid = owner[0] if owner else '?'
-        super().__init__(f"process {self.pid}" + (f" on {owner[1]}" if owner and owner[1] != socket.gethostname() else ''))
+        elsewhere = owner and owner[1] != socket.gethostname()
+        super().__init__(f"process {self.pid}" + (f" on {owner[1]}" if elsewhere else ''))
 
 
 def _owner(fd):
@@ -365,6 +375,16 @@ class DirLock:
 def release_all():
     for lock in list(HELD):
         lock.release()
+
+
+def own(run_dir):
+    """Take run_dir for this process (a DirLock), or exit in one line naming the process that has it."""
+    with writing(os.path.join(run_dir, LOCK), 'the lock file', "start again (or choose another --out_dir)"):
+        try:
+            return DirLock(run_dir)
+        except Held as e:
+            raise SystemExit(f"{run_dir} is in use by {e} (see {run_dir}/{LOCK}): wait for it to end, or stop it "
+                             f"(kill {e.pid}) and rerun this command") from None
 
 
 def make_once(folder, done, make, note=print):

@@ -17,6 +17,7 @@ trunk's snapshots (steps_after_fit, cooldown_iters, snapshots_after_fit).
 import json
 import math
 import os
+import pathlib
 import shlex
 import signal
 import sys
@@ -160,15 +161,6 @@ def rows_to_batch(split, rows, T, loss_on, device):
     return x, y
 
 
-def load_start(path, own):
-    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
-                         f"start the run with init_from='scratch'")
-    return rundir.load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
-                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
-
-
 def start_model(run, cfg, config, device):
     """run.model and run.optimizer from scratch, from out_dir's checkpoint (resume: also its step,
     best val loss and the values it logged), or from another run's weights (init_from=<path>).
@@ -179,7 +171,7 @@ def start_model(run, cfg, config, device):
     ckpt = None
     if init_from != 'scratch':
         path = run.ckpt_path if init_from == 'resume' else rundir.ckpt_path(init_from)
-        ckpt = load_start(path, own=init_from == 'resume')
+        ckpt = rundir.load_start(path, own=init_from == 'resume')
         if ckpt['tokenizer'] != tok.name or ckpt['model_args']['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} (vocab "
                              f"{ckpt['model_args']['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "
@@ -187,14 +179,15 @@ def start_model(run, cfg, config, device):
         # resume: every model setting must match; init_from=<path>: the shapes must (site, p, window, rope may change)
         keys = MODEL_KEYS if init_from == 'resume' else ['n_layer', 'n_head', 'n_embd', 'block_pattern', 'short_conv',
                                                           'd_state', 'expand', 'headdim', 'd_conv']
-        changed = {k: (ckpt['model_args'][k], getattr(config, k)) for k in keys if ckpt['model_args'][k] != getattr(config, k)}
+        changed = {k: (ckpt['model_args'][k], getattr(config, k)) for k in keys
+                   if ckpt['model_args'][k] != getattr(config, k)}
         if changed:
             raise SystemExit(f"{path} was trained with other model settings: "
                              + ", ".join(f"{k}={a!r} (this run: {b!r})" for k, (a, b) in changed.items()))
         model.load_state_dict(ckpt['model'])
         if init_from == 'resume':
             run.iter_num, run.best_val_loss, run.resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
-            changed = [k for k in cfg if k not in ('init_from', 'max_iters', 'out_dir')     # a moved run dir: the same run
+            changed = [k for k in cfg if k not in ('init_from', 'max_iters', 'out_dir')   # moved: the same run
                        and ckpt['config'].get(k) != cfg[k]]
             print(f"resumed from {path} at iter {run.iter_num}" + (
                 "; note: settings changed since, so this is not the run an uninterrupted one would be: "
@@ -287,8 +280,10 @@ def estimate_val_loss(model, split, cfg, procs):
 
 def diverged(what, run, cfg):
     """Stop without writing anything: the last checkpoint holds the last good weights."""
-    last = f"the last good checkpoint, {run.ckpt_path}, is untouched" if os.path.exists(run.ckpt_path) else "no checkpoint was written"
-    raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {cfg['learning_rate']}) or set grad_clip")
+    last = (f"the last good checkpoint, {run.ckpt_path}, is untouched" if os.path.exists(run.ckpt_path)
+            else "no checkpoint was written")
+    raise SystemExit(f"{what}: training diverged; {last}. Lower learning_rate (now {cfg['learning_rate']}) "
+                     f"or set grad_clip")
 
 
 def save(run, cfg, procs, final, standing):
@@ -320,7 +315,7 @@ def save(run, cfg, procs, final, standing):
                 os.makedirs(branch['out_dir'], exist_ok=True)
                 rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
             print(f"snapshot at iter {run.iter_num} (fit + {snapshot}); its cooldown branch: "
-                  f"{shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume'])}")
+                  + shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume']))
     if not first:
         with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
             rundir.save_checkpoint(state, run.ckpt_path)
@@ -335,7 +330,8 @@ def length_eval(run, cfg, procs, final):
     with procs.autocast():
         accs = eval_lengths.length_eval(run.model, run.tok, run.checked.eval_tasks,
                                         run.checked.final if final else run.checked.quick, cfg['eval_samples'],
-                                        cfg['eval_batch_size'], procs.device, progress=f"eval {run.iter_num}", leave=False)
+                                        cfg['eval_batch_size'], procs.device, progress=f"eval {run.iter_num}",
+                                        leave=False)
     run.model.train()
     return accs
 
@@ -377,7 +373,8 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
     for micro in range(procs.micro_steps):
         x, y = rows_to_batch(split, mine[micro * procs.micro_rows:(micro + 1) * procs.micro_rows],
                              cfg['block_size'], cfg['loss_on'], procs.device)
-        torch.manual_seed(draw_seed(cfg['seed'], step, procs.rank * procs.micro_steps + micro, 1))   # this micro-batch's masks
+        # this micro-batch's dropout masks
+        torch.manual_seed(draw_seed(cfg['seed'], step, procs.rank * procs.micro_steps + micro, 1))
         if procs.ddp:  # sync gradients on the last micro-step only
             model.require_backward_grad_sync = micro == procs.micro_steps - 1
         with procs.autocast():
@@ -413,19 +410,15 @@ def main(argv):
     rundir.exit_on_signals(lambda: f"stopped at iter {run.iter_num}; {standing()}" if master else None)
     rundir.die_with_parent()                        # a trainer that ablate.py started ends with it
     if master:
-        with rundir.writing(os.path.join(out_dir, rundir.LOCK), 'the lock file', "start again (or choose another --out_dir)"):
-            try:
-                rundir.DirLock(out_dir)
-            except rundir.Held as e:
-                raise SystemExit(f"{out_dir} is in use by {e} (see {out_dir}/{rundir.LOCK}): wait for it to end, or "
-                                 f"stop it (kill {e.pid}) and rerun this command") from None
+        rundir.own(out_dir)
     procs = setup_processes(cfg)
 
     # the data, the model and the run dir
     if cfg['init_from'] != 'resume' and os.path.exists(run.ckpt_path):
         raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with --init_from=resume, "
                          f"or start over in another --out_dir (or delete {out_dir})")
-    run.meta, run.tok, run.data = sample_data.open_corpus(cfg, procs.master, dist.barrier if dist.is_initialized() else None)
+    wait = dist.barrier if dist.is_initialized() else None         # the other ranks wait while rank 0 makes it
+    run.meta, run.tok, run.data = sample_data.open_corpus(cfg, procs.master, wait)
     start_model(run, cfg, checked.model, procs.device)
     tokens_per_iter = procs.step_rows * cfg['block_size']
     if procs.master:
@@ -433,13 +426,14 @@ def main(argv):
             run.logged = rundir.open_log(run.log_path, run.resumed, run.iter_num)
         tok_path = os.path.join(out_dir, rundir.TOKENIZER)            # eval_lengths.py reads it from the run dir
         with rundir.writing(tok_path, 'the tokenizer', standing):
-            with open(os.path.join(cfg['data_dir'], rundir.TOKENIZER), 'rb') as f:
-                rundir.write_atomic(tok_path, f.read())
-        print(f"tokens per iteration: {tokens_per_iter:,} ({procs.world_size} process(es) x {procs.micro_steps} micro-steps "
+            rundir.write_atomic(tok_path, pathlib.Path(cfg['data_dir'], rundir.TOKENIZER).read_bytes())
+        print(f"tokens per iteration: {tokens_per_iter:,} ({procs.world_size} process(es) x {procs.micro_steps} "
+              f"micro-steps "
               f"x {procs.micro_rows} rows x {cfg['block_size']} tokens); device {procs.device}, {procs.dtype}")
         reach = run.model.local_reach()
         if reach is not None and sample_data.beyond_reach(run.meta, reach) is not None:
-            print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local layers' "
+            print(f"{sample_data.beyond_reach(run.meta, reach):.1%} of the training answers lie beyond the local "
+                  f"layers' "
                   f"reach ({reach} tokens): only a global layer can retrieve them")
     # the fit as the checkpoint saw it (before its own step's eval), unless the log holds that step's record:
     # a log that a crash cut back further must not make the resume find the fit again, later
@@ -481,10 +475,12 @@ def main(argv):
             t_last, iter_last = t_now, run.iter_num
             run.tokens_per_sec = tokens_per_iter / dt
             peak = cfg['peak_flops']
-            run.mfu = run.model.estimate_mfu(tokens_per_iter // procs.world_size, dt, peak, n_step / tokens_per_iter) if peak else 0.0
+            run.mfu = (run.model.estimate_mfu(tokens_per_iter // procs.world_size, dt, peak, n_step / tokens_per_iter)
+                       if peak else 0.0)
             eta = (run.schedule.stop() - run.iter_num) * dt
             print(f"iter {run.iter_num}/{run.schedule.stop()}: loss {run.train_loss:.4f}, lr {lr:.2e}, "
-                  f"{dt * 1000:.0f} ms/iter, {run.tokens_per_sec:,.0f} tok/s" + (f", mfu {run.mfu * 100:.1f}%" if peak else "")
+                  f"{dt * 1000:.0f} ms/iter, {run.tokens_per_sec:,.0f} tok/s"
+                  + (f", mfu {run.mfu * 100:.1f}%" if peak else "")
                   + f", eta {eta / 60:.1f} min")
 
     if procs.master:
