@@ -47,6 +47,29 @@ def median_while_most_train(per_seed):
     return kept, [statistics.median(p[it] for p in per_seed.values() if it in p) for it in kept]
 
 
+def area_of(arm):
+    """{seed: area} of an arm's entry in results.json."""
+    return arm['area']['per_seed']
+
+
+def early_late(ax, results, per_seed):
+    """A study of cooled snapshots, arm by arm: each run a line from its value cooled at the early
+    snapshot (left) to its value cooled at the late one (right), each side's median a bar.
+    per_seed(an arm's entry in results.json) -> {seed: value}."""
+    L, colour = results['long'], {}
+    at = {(a['arm'], a['point']): a for a in results['arms'].values()}
+    for i, arm in enumerate(dict.fromkeys(a['arm'] for a in results['arms'].values())):
+        colour[arm] = f"C{i}"
+        early, late = (per_seed(at[arm, p]) if (arm, p) in at else {} for p in (L['early'], L['late']))
+        for seed in (s for s in early if s in late):
+            ax.plot([i - 0.2, i + 0.2], [early[seed], late[seed]], color=colour[arm], lw=0.8, alpha=0.5,
+                    marker='o', ms=3)
+        for x, values in ((i - 0.2, early), (i + 0.2, late)):
+            if values:
+                ax.plot([x - 0.12, x + 0.12], [statistics.median(values.values())] * 2, color=colour[arm], lw=2.5)
+    ax.set_xticks(range(len(colour)), [f"{a}\n+{L['early']} | +{L['late']}" for a in colour], fontsize=8)
+
+
 def dots_with_median(ax, x, values, color, label=None, jitter=0.04, half=0.3):
     """One group of an area plot: each value a dot, spread around x so none hides another, their median a bar."""
     n = len(values)
@@ -103,23 +126,12 @@ def plot(results, curves, out):
             ax.text(i, min(0.97, max(areas) + 0.04), f"range {range_text(arm['range'])}", ha='center', fontsize=8)
         ax.set_xticks(range(len(shown)), [n for n, _ in shown], fontsize=8)
 
-    def early_late(ax, panel):        # each run a line from its cooled early area to its cooled late one
-        at = {(a['arm'], a['point']): a['area']['per_seed'] for a in arms.values()}
-        for i, arm in enumerate(colour):
-            early, late = at.get((arm, long['early']), {}), at.get((arm, long['late']), {})
-            for seed in (s for s in early if s in late):
-                ax.plot([i - 0.2, i + 0.2], [early[seed], late[seed]], color=colour[arm], lw=0.8, alpha=0.5,
-                        marker='o', ms=3)
-            for x, areas in ((i - 0.2, early), (i + 0.2, late)):
-                if areas:
-                    ax.plot([x - 0.12, x + 0.12], [statistics.median(areas.values())] * 2, color=colour[arm], lw=2.5)
-        ax.set_xticks(range(len(colour)), [f"{a}\n+{long['early']} | +{long['late']}" for a in colour], fontsize=8)
-
     if any(a['area']['per_seed'] for a in arms.values()):
         mults = ', '.join(f'{m}x' for m in results['eval']['multiples'])
         if long:
             eval_lengths.plot_panels([f"each run cooled at +{long['early']} (left) and at +{long['late']} (right) "
-                                      f"steps past the fit"], early_late, os.path.join(out, 'area_by_arm.png'), 'arm',
+                                      f"steps past the fit"], lambda ax, _: early_late(ax, results, area_of),
+                                     os.path.join(out, 'area_by_arm.png'), 'arm',
                                      f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
         else:
             eval_lengths.plot_panels([f"area per run (mean accuracy over {mults})"], by_arm,

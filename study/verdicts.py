@@ -13,6 +13,7 @@ the point of the map its recipe sits at.
 
 import math
 import os
+import statistics
 import sys
 
 import rundir
@@ -25,6 +26,8 @@ BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /
 # carries the area outcome: the ones run since the sensitive recipe)
 STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)'),
            ('study_positive', 'the instrument detects a known shift (`rope_theta` 3e4 vs 1e4)'),
+           ('study_long', ('1. long training deteriorates extrapolation, weight decay hastens it',
+                           '3-4, late in training: Pre-Linear dropout / VPAD extrapolate further than none')),
            ('study_wd_sensitive', '1. long training deteriorates extrapolation, weight decay hastens it'),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
@@ -36,6 +39,7 @@ DETERIORATION_PAIRS = {'study_wd_sensitive': [('none_wd', 'none'), ('vpad_wd', '
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
 MAP = 'study_regime'
+LONG = 'study_long'    # once it has results, the headline is its picture: each run early and late in its training
 AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 
@@ -176,6 +180,31 @@ def headline_groups(studies):
     return groups
 
 
+def mid_range(res):
+    """(task, multiple) where the control of a study of snapshots, cooled late, is nearest 0.5 (the
+    median over its runs): where a loss of length shows, not where every run is at 1 or at 0."""
+    late = (res['rule']['control'], res['long']['late'])
+    ctrl = next(a for a in res['arms'].values() if (a['arm'], a['point']) == late)
+    task = next(iter(ctrl['tasks']))
+    accs = ctrl['tasks'][task]
+    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
+
+
+def draw_long_headline(res, path):
+    """The deterioration picture: each run's area, and its accuracy where the control is mid-range,
+    cooled early (left) and late (right) in its own training, one line per run, arm by arm."""
+    import eval_lengths                          # torch and matplotlib: only to draw
+    from study.plots import area_of, early_late
+    task, m = mid_range(res)
+    panels = {'area (mean accuracy, 1x..64x)': area_of,
+              f"accuracy at {m}x (the control's mid-range)":
+                  lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
+    e, late = res['long']['early'], res['long']['late']
+    eval_lengths.plot_panels(list(panels), lambda ax, p: early_late(ax, res, panels[p]), path,
+                             f"cooled at +{e} | +{late} steps past the fit",
+                             f"{task} accuracy (a line: one run; a bar: median)", log2=False)
+
+
 def draw_headline(studies, path):
     import eval_lengths                          # torch and matplotlib: only to draw
     from study.plots import dots_with_median
@@ -223,8 +252,10 @@ def main(argv):
     with rundir.writing(path, 'the verdict table', 'rerun python -m study.verdicts (README.md is as it was)'):
         rundir.write_atomic(path, new.encode())
     print(f"wrote the verdict table ({tbl.count(chr(10)) - 1} rows) into README.md")
-    studies = {name: load(name) for name in [MAP, *AT]}
-    if studies[MAP]:
+    studies = {name: load(name) for name in [LONG, MAP, *AT]}
+    if studies[LONG]:
+        draw_long_headline(studies[LONG], os.path.join(ROOT, 'results', 'headline.png'))
+    elif studies[MAP]:
         draw_headline(studies, os.path.join(ROOT, 'results', 'headline.png'))
 
 

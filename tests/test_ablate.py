@@ -625,6 +625,9 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     assert 'none +10000 uncooled 0 of 6' in md and 'none +1000 0 of' not in md     # the old rule: on trunks only
     plots.plot(res, plots.step_curves(runs), str(tmp_path))             # the deterioration picture and the curves
     assert set(plots.step_curves(runs)) == set(cfg['arms'])             # of the trunks alone
+    from study import verdicts                                          # the README's headline, from this study
+    assert verdicts.mid_range(res) == ('niah_single', '16')            # the control's late 16x sits nearest 0.5
+    verdicts.draw_long_headline(res, str(tmp_path / 'headline.png'))
 
 
 def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
