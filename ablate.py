@@ -67,22 +67,29 @@ grid_dir = 'out/ablate'    # the grid's root: run (arm, seed k) trains into grid
 results_dir = ''           # where results.* and the plots go; '' = grid_dir
 workers = 1                # runs trained at a time; the CPU threads are split between them
 dry_run = False            # print the train.py command of each pending run, train nothing
-launcher = 'local'         # local: train here, `workers` at a time; slurm: a Slurm job per pending run (via submitit); submitit_local: those jobs as processes here
-wait = False               # slurm / submitit_local: wait for the jobs, then evaluate and summarize (else submit, summarize what has finished, return)
-eval_on = 'local'          # the final eval: 'local' (here, after the runs) or the launcher's name (a job per finished run)
+launcher = 'local'         # local: train here, `workers` at a time; slurm: a Slurm job per pending run (via submitit);
+                           # submitit_local: those jobs as processes here
+wait = False               # slurm / submitit_local: wait for the jobs, then evaluate and summarize
+                           # (else submit, summarize what has finished, return)
+eval_on = 'local'          # the final eval: 'local' (here, after the runs) or the launcher's name
+                           # (a job per finished run)
 slurm_partition = ''       # the Slurm partition (required with launcher=slurm)
 slurm_gpus_per_run = -1    # GPUs per job; -1: what the runs' device asks for (cuda: 1; cpu, auto: 0)
 slurm_cpus_per_run = 4     # CPU cores per job, and the job's torch threads
-slurm_time_min = 60        # time limit per job, minutes (submitit_local enforces it too); a run cut off resumes when resubmitted
+slurm_time_min = 60        # time limit per job, minutes (submitit_local enforces it too);
+                           # a run cut off resumes when resubmitted
 slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
 slurm_extra = ''           # other sbatch options, comma-separated key=value, e.g. account=abc,qos=high
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
 eval_samples = 100         # held-out examples per task and length in the final eval
 # the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
 control = 'none'           # the arm every other arm is tested against; '' = no tests
-fit_accuracy = 0.95        # a run fits at its first quick eval with every task's 1x accuracy >= this (an unfit run says nothing of length)
-extrap_multiple = 16       # the length (x block_size) where extrapolation is judged: one length fixed in advance, not the best of many
-extrap_threshold = 0.9     # a fit run extrapolates when its final-eval accuracy at extrap_multiple x is >= this (runs are near binary)
+fit_accuracy = 0.95        # a run fits at its first quick eval with every task's 1x accuracy >= this
+                           # (an unfit run says nothing of length)
+extrap_multiple = 16       # the length (x block_size) where extrapolation is judged: one length fixed in advance,
+                           # not the best of many
+extrap_threshold = 0.9     # a fit run extrapolates when its final-eval accuracy at extrap_multiple x is >= this
+                           # (runs are near binary)
 extrap_task = ''           # the one task that decides it, fixed in advance; '' = the first of each run's eval tasks
 range_threshold = 0.5      # a run's range: the largest multiple with accuracy >= this there and at every shorter one
 deteriorate_multiple = 0   # > 0: a fit run deteriorates when its quick-eval accuracy at this multiple falls
@@ -90,10 +97,12 @@ deteriorate_drop = 0.2     # ... this much below its running maximum since the f
 deteriorate_evals = 2      # ... at this many quick evals in a row
 delta = 0.05               # the smallest area difference of interest: a comparison whose 90% interval lies inside
                            # +-delta reads "equivalent within +-delta"
-families = {}              # Holm families: name -> the arms tested against the control together ({}: every arm, one family)
-reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's (every setting
-                           # checked equal), trained in its grid if missing; {} trains every arm here
-early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit): deterioration is a run's cooled area
+families = {}              # Holm families: name -> the arms tested against the control together
+                           # ({}: every arm, one family)
+reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's
+                           # (every setting checked equal), trained in its grid if missing; {} trains every arm here
+early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit):
+                           # deterioration is a run's cooled area
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
                            # and the last snapshot), and the arms are compared at late_snapshot
 # -----------------------------------------------------------------------------

@@ -23,8 +23,9 @@ def outcomes_table(results):
     """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
     rule, c = results['rule'], results['rule']['control']
     m = rule['extrap_multiple']
-    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | {m}x accuracy "
-             f"of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | seeds for {rule['power']:.0%} power |",
+    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | "
+             f"{m}x accuracy of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | "
+             f"seeds for {rule['power']:.0%} power |",
              '| --- |' + ' --- |' * 9]
     for name, arm in results['arms'].items():
         st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
@@ -37,20 +38,23 @@ def outcomes_table(results):
             n = v['power']['seeds_per_arm']
             tests[3] = 'none: equal rates' if n is None else str(n)
         if v and v['permutation']:
-            tests[1] = fmt_p(v['permutation']['p']) + (' (MC)' if v['permutation']['method'].startswith('Monte') else '')
+            tests[1] = fmt_p(v['permutation']['p']) + (
+                ' (MC)' if v['permutation']['method'].startswith('Monte') else '')
         if v and v['paired']:
             both = v['paired']['seeds']
             mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
             tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
-        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | {fmt_ci(acc['mean'], acc['ci95'])} | "
+        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | "
+                     f"{fmt_ci(acc['mean'], acc['ci95'])} | "
                      + ' | '.join(tests) + ' |')
-    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: fit runs "
-              f"that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t over fit runs. "
-              f"Fisher p: two-sided exact test of extrapolates / fit but not against {c or 'the control'}, raw "
-              f"(Holm-adjusted over the arms tested). Permutation p: two-sided, difference of the mean {m}x accuracy "
-              f"over fit runs, exact over all splits (MC: 20,000 random splits, seed 0). Paired p: sign-flip test over the "
-              f"seeds fit in both arms (exact up to 16 seeds), only where both continue the same runs ('-': not paired). "
-              f"Seeds for power: fit runs per arm the observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
+    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: "
+              f"fit runs that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t "
+              f"over fit runs. Fisher p: two-sided exact test of extrapolates / fit but not against "
+              f"{c or 'the control'}, raw (Holm-adjusted over the arms tested). Permutation p: two-sided, "
+              f"difference of the mean {m}x accuracy over fit runs, exact over all splits (MC: 20,000 random "
+              f"splits, seed 0). Paired p: sign-flip test over the seeds fit in both arms (exact up to 16 seeds), "
+              f"only where both continue the same runs ('-': not paired). Seeds for power: fit runs per arm the "
+              f"observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
               f"{rule['alpha']}, exact; searched up to 200).", '']
     return lines
 
@@ -75,20 +79,25 @@ def area_table(results):
         if t:
             ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
             cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
-                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), str(t['seeds_for_power'] or '-'),
+                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift),
+                      str(t['seeds_for_power'] or '-'),
                       fmt_p(t0['p']) if t0 else '-']
         else:
             cells += ['control' if name in controls else '-'] + ['-'] * 4
         lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
-              f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= {rule['range_threshold']:g} there "
-              f"and at every shorter one. Each point is {n} held-out examples, so its eval standard error is at most "
-              f"{0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most {0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. "
-              f"Paired: per-seed differences from {c or 'the control'} (a seed fixes the initial weights and the batches in every "
-              f"arm), sign-flip test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
-              f"{rule.get('label', f'higher / lower where Holm p <= 0.05, equivalent within +-{shift:g} where the 90% interval lies inside, else not resolved with the 95% interval')}; seeds for {shift:g}: paired seeds that "
-              f"80% power at alpha 0.05 would need to detect an area shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the sign-flip test can reach 0.05). "
-              f"Never fit as 0: the same test with never-fit runs counted as failures (area 0).", '']
+              f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
+              f"{rule['range_threshold']:g} there and at every shorter one. Each point is {n} held-out examples, "
+              f"so its eval standard error is at most {0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most "
+              f"{0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. Paired: per-seed differences from "
+              f"{c or 'the control'} (a seed fixes the initial weights and the batches in every arm), sign-flip "
+              f"test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
+              f"""{rule.get('label', f'higher / lower where Holm p <= 0.05, equivalent within +-{shift:g} where '
+                                     f'the 90% interval lies inside, else not resolved with the 95% interval')}"""
+              f"; seeds for {shift:g}: paired seeds that 80% power at alpha 0.05 would need to detect an area "
+              f"shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the "
+              f"sign-flip test can reach 0.05). Never fit as 0: the same test with never-fit runs counted as "
+              f"failures (area 0).", '']
     return lines
 
 
@@ -122,7 +131,8 @@ def what_tests_support(results):
         out.append(f"{head} ({rule.get('label', f'labels from the interval, delta {delta:g}')}): " + '; '.join(
             f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
             + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
-            + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})" for n, t in areas.items()) + '.')
+            + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
+            for n, t in areas.items()) + '.')
         out.append("Secondary:")
     tested = {n: v for n, v in compared.items() if v['fisher']}
     untested = [n for n in arms if n not in tested and n not in {control_of(results, t) for t in compared}]
@@ -130,33 +140,37 @@ def what_tests_support(results):
         out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
     if not tested:
         return ' '.join(out)
-    sig = [n for n, v in tested.items() if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
+    sig = [n for n, v in tested.items()
+           if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
     for n in sig:
         e, f, k = arms[n]['extrapolates'], tested[n]['fisher'], arms[control_of(results, n)]['extrapolates']
-        out.append(f"{n} extrapolates {'more' if e['share'] > k['share'] else 'less'} often than {control_of(results, n)} "
-                   f"({e['count']}/{e['of']} vs {k['count']}/{k['of']} fit runs; Fisher p = {fmt_p(f['p'])}, "
-                   f"{fmt_p(f['p_holm'])} after Holm).")
+        out.append(f"{n} extrapolates {'more' if e['share'] > k['share'] else 'less'} often than "
+                   f"{control_of(results, n)} ({e['count']}/{e['of']} vs {k['count']}/{k['of']} fit runs; "
+                   f"Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
     rest = [n for n in tested if n not in sig]
     if rest:
         best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
         out.append(f"{'No other' if sig else 'No'} arm differs from its control in how often it extrapolates at alpha "
-                   f"{alpha} after Holm correction; the smallest adjusted p is {fmt_p(tested[best]['fisher']['p_holm'])} "
-                   f"({best}, raw {fmt_p(tested[best]['fisher']['p'])}).")
+                   f"{alpha} after Holm correction; the smallest adjusted p is "
+                   f"{fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw {fmt_p(tested[best]['fisher']['p'])}).")
         floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
         if floor:
             out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
-                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs {arms[control_of(results, n)]['extrapolates']['of']}"
-                                   f": smallest possible p {fmt_p(tested[n]['fisher']['smallest_possible_p'])})" for n in floor)
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs "
+                                   f"{arms[control_of(results, n)]['extrapolates']['of']}"
+                                   f": smallest possible p {fmt_p(tested[n]['fisher']['smallest_possible_p'])})"
+                                   for n in floor)
                        + ": there the test could not have found a difference, whatever the effect.")
-    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"), ('paired', f"paired {m}x accuracy (seeds fit in both)")):
+    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"),
+                       ('paired', f"paired {m}x accuracy (seeds fit in both)")):
         ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
         if not ps:
             continue
         low = [n for n, p in ps.items() if p <= alpha]
         if low:
             out.append(f"By the {what}: " + '; '.join(
-                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {control_of(results, n)} (difference "
-                f"{tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {control_of(results, n)} "
+                f"(difference {tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
                 + f", uncorrected for the {len(ps)} arm(s) tested.")
         else:
             best = min(ps, key=ps.get)
@@ -183,21 +197,24 @@ def long_training_tables(results):
              f"'<arm> +{late}'). Claim 1, deterioration: per run, its area cooled at +{late} minus its area cooled at "
              f"+{e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired by "
              f"seed (Holm within each family). Verdicts: {results['rule']['label']}.", '',
-             f"| arm | change +{e} -> +{late} (mean [95% CI]) | seeds | p | verdict | against {c}'s change (mean [95% CI]) "
-             f"| seeds | p (Holm) | verdict | family |", '| --- |' + ' --- |' * 9]
+             f"| arm | change +{e} -> +{late} (mean [95% CI]) | seeds | p | verdict | "
+             f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |",
+             '| --- |' + ' --- |' * 9]
     for arm, t in L['change'].items():
         v = L['change_vs_control'].get(arm)
-        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-'] if v
-                                                                         else ['control' if arm == c else '-'] + ['-'] * 4))
+        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-']
+                                                                         if v else
+                                                                         ['control' if arm == c else '-'] + ['-'] * 4))
                      + ' |')
     lines += ['', f"Secondary, the cooldown: the area cooled at +{late} minus the trunk's own final eval (at its stop, "
-              f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a high-learning-"
-              f"rate effect? Compare the rows '<arm> +{late}' and '<arm> ... uncooled' above.", '',
+              f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a "
+              f"high-learning-rate effect? Compare the rows '<arm> +{late}' and '<arm> ... uncooled' above.", '',
               '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
     lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
     if L['mismatch']:
         lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
-                  f"layers, floor subtracted; none for no dropout): its mean at +{e} and +{late}, and its growth per run.", '',
+                  f"layers, floor subtracted; none for no dropout): its mean at +{e} and +{late}, and its growth "
+                  f"per run.", '',
                   f"| arm | token shift +{e} | token shift +{late} | growth (mean [95% CI]) | seeds | p | verdict |",
                   '| --- |' + ' --- |' * 6]
         for arm, m in L['mismatch'].items():
@@ -223,7 +240,8 @@ def format_markdown(results):
         lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
             f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
             + (f" (Fisher p = {fmt_p(a['deterioration']['fisher_p'])} against {results['rule']['control']})"
-               if 'fisher_p' in a['deterioration'] else '') for n, a in results['arms'].items() if 'deterioration' in a) + '.', '']
+               if 'fisher_p' in a['deterioration'] else '')
+            for n, a in results['arms'].items() if 'deterioration' in a) + '.', '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
         lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
@@ -232,7 +250,8 @@ def format_markdown(results):
             cells = []
             for m in mults:
                 p = arm['tasks'].get(task, {}).get(str(m))
-                cells.append('-' if p is None else f"{p['mean']:.2f}" + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
+                cells.append('-' if p is None else f"{p['mean']:.2f}"
+                             + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
             lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
         # a mean over 2-3 seeds hides whether they agree: every seed's own row
         lines += ['', 'Per seed:', '', '| arm | seed | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
@@ -241,7 +260,8 @@ def format_markdown(results):
             for seed in arm['seeds']:
                 points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
                 mark = ' †' if seed in arm['never_fit'] else ''
-                lines.append(f"| {name} | {seed}{mark} | " + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+                lines.append(f"| {name} | {seed}{mark} | "
+                             + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
         if any(a['never_fit'] for a in results['arms'].values()):
             lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
         lines.append('')
@@ -251,13 +271,15 @@ def format_markdown(results):
             m, sd = arm['mismatch'][k], arm['mismatch_sd'][k]
             return '-' if m is None else f"{m:.3f}" + ('' if sd is None else f" ± {sd:.3f}")
         cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
-        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise reaches "
-                  f"('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, {MISMATCH_MASKS} masks; "
-                  "`python mismatch.py RUN_DIR` gives it per layer and site). Token shift: the conditional mean shift per "
-                  "token, E over masks of y given x against x; batch shift: the same for the per-coordinate batch mean; "
-                  "both in eval standard deviations with the mask-noise floor (last column) subtracted (0 = kept); "
-                  "var ratio: train / eval variance (1 = kept); at the layers' inputs and, pre-act, at their outputs.", '',
-                  '| arm | token shift | batch shift | var ratio | pre-act token shift | pre-act var ratio | noise floor |',
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise "
+                  f"reaches ('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, "
+                  f"{MISMATCH_MASKS} masks; `python mismatch.py RUN_DIR` gives it per layer and site). Token shift: "
+                  "the conditional mean shift per token, E over masks of y given x against x; batch shift: the same "
+                  "for the per-coordinate batch mean; both in eval standard deviations with the mask-noise floor "
+                  "(last column) subtracted (0 = kept); var ratio: train / eval variance (1 = kept); at the layers' "
+                  "inputs and, pre-act, at their outputs.", '',
+                  '| arm | token shift | batch shift | var ratio | pre-act token shift | pre-act var ratio | '
+                  'noise floor |',
                   '| --- |' + ' --- |' * 6]
         lines += [f"| {n} | " + ' | '.join(cell(a, k) for k in cols) + ' |' for n, a in measured.items()]
         lines.append('')
@@ -269,7 +291,8 @@ def format_markdown(results):
 
 def main(paths):
     if not paths or any(p in ('-h', '--help') for p in paths):
-        raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: rewrites results.md beside each")
+        raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: "
+                         "rewrites results.md beside each")
     for path in paths:
         results = rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study")
         out = os.path.join(os.path.dirname(path), 'results.md')

@@ -309,7 +309,8 @@ def read_only(tmp_path):
     tests run as root (root writes through permissions), else chmod."""
     folder, root = tmp_path / 'ro', os.geteuid() == 0
     folder.mkdir()
-    if root and subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', str(folder)], capture_output=True).returncode:
+    if root and subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', str(folder)],
+                               capture_output=True).returncode:
         pytest.skip('cannot mount a tmpfs here')
 
     def make_read_only():
@@ -335,7 +336,8 @@ def test_a_read_only_run_dir_is_refused_before_any_work(tok, read_only, tmp_path
     make_read_only()
     args = ['--tasks=niah_single', '--multiples=1', '--eval_samples=2', '--plot=False']
     msg = main_here(f'--out_dirs={run}', *args)
-    assert msg.startswith(f'cannot write eval_lengths.json to {run}/eval_lengths.json: ') and 'nothing was evaluated' in msg
+    assert (msg.startswith(f'cannot write eval_lengths.json to {run}/eval_lengths.json: ')
+            and 'nothing was evaluated' in msg)
     assert 'read-only file system' in msg or 'permission denied' in msg, msg
     copy = shutil.copytree(run, tmp_path / 'copy')
     assert main_here(f'--out_dirs={copy}', *args) is None and os.path.exists(os.path.join(copy, 'eval_lengths.json'))
@@ -383,7 +385,8 @@ def test_an_eval_on_a_gpu_keeps_the_precision_the_run_trained_in(tok, monkeypatc
     quick eval runs under the run's own)."""
     monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda *a, **k: True)
     assert E.bf16_on_gpu('cuda', 'bfloat16') and E.bf16_on_gpu('cuda:1', 'auto')
-    assert not E.bf16_on_gpu('cuda', 'float32') and not E.bf16_on_gpu('cpu', 'bfloat16') and not E.bf16_on_gpu('cpu', 'auto')
+    assert (not E.bf16_on_gpu('cuda', 'float32') and not E.bf16_on_gpu('cpu', 'bfloat16')
+            and not E.bf16_on_gpu('cpu', 'auto'))
     monkeypatch.setattr(torch.cuda, 'is_bf16_supported', lambda *a, **k: False)
     assert not E.bf16_on_gpu('cuda', 'auto') and E.bf16_on_gpu('cuda', 'bfloat16')
     seen = []

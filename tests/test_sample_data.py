@@ -226,7 +226,8 @@ def test_mqar_layout(tok):
         assert roundtrip(tok, ids)
     # no held-out keys (an unseen key token's embedding is untrained): both splits draw from
     # MQAR_KEYS, which leaves out the one adjective of the noise haystack
-    keys = {k for split in ("train", "eval") for _ in range(100) for k in sd.make_example("mqar", tok, 200, rng, split).keys}
+    keys = {k for split in ("train", "eval") for _ in range(100)
+            for k in sd.make_example("mqar", tok, 200, rng, split).keys}
     assert keys <= set(sd.MQAR_KEYS) and len(keys) > 100 and "green" not in sd.MQAR_KEYS and " green" in sd.NOISE
 
 
@@ -248,16 +249,18 @@ def test_answer_distances_count_back_from_the_predicting_position(tok):
 
 
 def test_min_doc_len_removes_the_window_shortcut(tmp_path):
-    """The measured share of training answers beyond the local layers' reach, pinned for the
+    ("""The measured share of training answers beyond the local layers' reach, pinned for the
     layouts the configs use: the main run's (config/vpad.py) documents fill more than half a 64-token
     row, so every answer lies beyond its 2 short convolutions of 3 (6 tokens); without min_doc_len,
-    short documents put some within it. niah_single at 128 tokens: every value sits more than 30 tokens back (window 16),
-    but only 15% beyond 62 (window 32, most of it reachable through the window)."""
+    short documents put some within it. niah_single at 128 tokens: """
+     """every value sits more than 30 tokens back (window 16),
+    but only 15% beyond 62 (window 32, most of it reachable through the window).""")
     import train
     with contextlib.redirect_stdout(io.StringIO()):
         cfg = configure(settings_of(vars(train)), [os.path.join(ROOT, "config", "vpad.py")])
     reach = cfg["n_layer"] * cfg["short_conv"]
-    assert cfg["tasks"] == "mqar" and cfg["nope_every"] == 1 and cfg["window"] == 0 and 2 * cfg["min_doc_len"] > cfg["block_size"]
+    assert (cfg["tasks"] == "mqar" and cfg["nope_every"] == 1 and cfg["window"] == 0
+            and 2 * cfg["min_doc_len"] > cfg["block_size"])
     meta = sd.prepare(str(tmp_path / "a"), cfg["block_size"], 200 * cfg["block_size"], tasks="mqar",
                       min_doc_len=cfg["min_doc_len"], progress=False)
     assert sd.beyond_reach(meta, reach) == 1.0
@@ -551,7 +554,8 @@ def test_a_full_disk_that_numpy_reports_without_errno_is_named_as_such(tmp_path,
     with pytest.raises(SystemExit) as e:
         with rundir.writing(str(tmp_path / "d"), "the corpus", "rerun"):
             raise OSError("131072 requested and 4096 written")
-    assert e.value.code == f"cannot write the corpus to {tmp_path / 'd'}: no space left on the device; free some space, then rerun"
+    assert e.value.code == (f"cannot write the corpus to {tmp_path / 'd'}: no space left on the device; "
+                            f"free some space, then rerun")
 
 
 def test_rows_with_several_documents_counts_the_rows_a_later_answer_could_read_an_earlier_document_in(tmp_path):
