@@ -112,7 +112,7 @@ import rundir  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
 from checks import check_config  # noqa: E402
-from schedule import branch_flags, parse_snapshots  # noqa: E402
+from schedule import branch_argv, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import evaluate, measure_mismatch  # noqa: E402
@@ -263,6 +263,7 @@ def plan(cfg, passed, selected, train_settings, studies=()):
 
 
 STUDY_CONFIGS = 'config'   # where `reuse` finds a study config by its name
+PLANNED = {}               # (the path and text of a study config reused, the chain) -> its plan
 
 
 def reused(cfg, run, train_settings, studies):
@@ -275,14 +276,20 @@ def reused(cfg, run, train_settings, studies):
     if study in studies or not os.path.isfile(path):
         raise SystemExit(f"config error: {why}, but " + (f"{study} reuses this study's runs in turn" if study in studies
                                                           else f"there is no {path}"))
-    with contextlib.redirect_stdout(io.StringIO()):
-        source = configure(study_settings(), [path])
-    if arm not in source['arms']:
-        raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: {', '.join(source['arms'])})")
-    if str(run.seed) not in [s.strip() for s in source['seeds'].split(',')]:
-        return None
-    theirs = next(r for r in plan(source, [], None, train_settings, (*studies, study))
-                  if (r.arm, r.seed, r.point) == (arm, run.seed, None))
+    with open(path) as f:                      # each source study is planned once per text of its config
+        key = (os.path.abspath(path), f.read(), studies)
+    if key not in PLANNED:
+        with contextlib.redirect_stdout(io.StringIO()):
+            source = configure(study_settings(), [path])
+        if arm not in source['arms']:
+            raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: "
+                             f"{', '.join(source['arms'])})")
+        PLANNED[key] = plan(source, [], None, train_settings, (*studies, study))
+    theirs = next((r for r in PLANNED[key] if (r.arm, r.seed, r.trunk) == (arm, run.seed, None)), None)
+    if theirs is None:
+        if arm not in {r.arm for r in PLANNED[key]}:
+            raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}'")
+        return None                            # that study has no such seed: this one trains it
     differ = [(k, a, b) for k, a, b in differing(theirs.cfg, run.cfg) if k != 'seed']
     if differ:
         raise SystemExit(f"config error: {why}, but "
@@ -302,10 +309,14 @@ def branches(trunk, cfg, train_settings):
                              f"(snapshots_after_fit={trunk.cfg['snapshots_after_fit']!r})")
     if not snapshots:
         return []
+    early, late = cfg['early_snapshot'] or snapshots[0], cfg['late_snapshot'] or snapshots[-1]
+    if early >= late or late != trunk.cfg['steps_after_fit']:   # the trunk's own end is the late point, uncooled
+        raise SystemExit(f"config error: arm '{trunk.arm}': early_snapshot={early} must come before late_snapshot="
+                         f"{late}, and that one be the trunk's stop, steps_after_fit={trunk.cfg['steps_after_fit']}")
     trunk.point = 'trunk'
     out = []
     for k in snapshots:
-        argv = [*trunk.argv, *branch_flags(trunk.cfg, k)]
+        argv = branch_argv(trunk.argv, trunk.cfg, k)
         with contextlib.redirect_stdout(io.StringIO()):
             run_cfg = configure(train_settings, argv)
         out.append(dataclasses.replace(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk.dir))
@@ -358,9 +369,9 @@ def train_grid(runs, workers, then):
                 elif run.state == 'done':
                     n_done += 1
             if pending and not running and not any(map(ready, pending)):
-                for run in pending:      # their trunks have ended without the snapshot: never fit, or failed
-                    print(f"{tag(run)} not trained: its trunk ({run.trunk}) ended without reaching fit + "
-                          f"{run.point}")
+                for run in pending:      # their trunks stopped before the snapshot: never fit, failed, or held
+                    print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not written the snapshot at fit + "
+                          f"{run.point} (it never fit, failed, or another process holds it); rerun this command")
                 break
             time.sleep(0.5)
             for run in [r for r in running if r.proc.poll() is not None]:
@@ -460,7 +471,7 @@ def where_grid_stands(runs, argv):
 
 
 def study_settings():
-    """A study config's keys with their defaults: the plain ones, and the dicts arms, common and families."""
+    """A study config's keys with their defaults: the plain ones, and the dicts arms, common, families, reuse."""
     return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families', 'reuse')}
 
 
@@ -485,9 +496,9 @@ def main(argv):
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
         pending = [r for r in runs if r.selected and r.state != 'done']
-        print(f"# {len(pending)} pending of {sum(r.selected for r in runs)} runs; each is independent "
-              f"(run them in any order, anywhere that sees {cfg['grid_dir']}), then rerun this command without "
-              f"--dry_run to summarize")
+        print(f"# {len(pending)} pending of {sum(r.selected for r in runs)} runs; each is independent (run them in any "
+              f"order, anywhere that sees {cfg['grid_dir']}) but a cooldown branch, which starts from the snapshot "
+              f"its trunk writes; then rerun this command without --dry_run to summarize")
         for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
             print(shlex.join(['python', *command(run, run.state == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':

@@ -138,8 +138,8 @@ def check_schedule(cfg):
     if not snapshots:
         return
     if not saf or snapshots[-1] > saf:
-        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the fit: set steps_after_fit "
-                         f"to the trunk's length past it, at least {snapshots[-1]} (now {saf})")
+        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the trunk's stop: set "
+                         f"steps_after_fit to the trunk's length past the fit, at least {snapshots[-1]} (now {saf})")
     if not cool or not cfg['decay_lr']:
         raise ValueError(f"snapshots_after_fit needs branches that decay: set cooldown_iters > 0 (now {cool}) "
                          f"and decay_lr=True (now {cfg['decay_lr']})")
@@ -182,10 +182,9 @@ def check_memory(cfg, c, device, shortest):
         raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about "
                          f"{need / 2**30:.1f} GiB to train and {device} has {have / 2**30:.1f} GiB: lower batch_size "
                          f"(raise gradient_accumulation_steps to keep the tokens per step)")
-    need, have = eval_lengths.examples_bytes(cfg['eval_samples'], shortest), eval_lengths.available_bytes('cpu')
-    if need > 0.8 * have:
-        raise ValueError(f"eval_samples={cfg['eval_samples']} examples of {shortest} tokens need about "
-                         f"{need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are free: lower eval_samples")
+    why = eval_lengths.too_many_examples(cfg['eval_samples'], shortest)
+    if why:
+        raise ValueError(f"eval_samples={cfg['eval_samples']}: {why}: lower eval_samples")
 
 
 def train_bytes(cfg, c, device, act_bytes):

@@ -13,9 +13,8 @@ settings from
 an error naming the closest valid keys, a value of the wrong type is an error naming the key, the
 expected type and what was given, and a missing config file (or one that does not run) says so.
 Errors exit with one line, no stack trace. An int is accepted where a float is expected; booleans
-take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its \
-default and the comment written beside
-it in the calling script, then exits.
+take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its
+default and the comment written beside it in the calling script, then exits.
 """
 
 import ast

@@ -115,6 +115,16 @@ def examples_bytes(n, length):
     return 40 * n * length
 
 
+def too_many_examples(n, length):
+    """Why n examples of `length` tokens cannot be built here (all at once, before the first is
+    scored), or None when they fit."""
+    need, have = examples_bytes(n, length), available_bytes('cpu')
+    if need > 0.8 * have:
+        return (f"{n:,} examples of {length:,} tokens need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB "
+                f"are free")
+    return None
+
+
 def available_bytes(device):
     if str(device).startswith('cuda'):  # free on the card, plus what torch holds cached but unused
         dev = torch.device(device)
@@ -162,10 +172,9 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
                           f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower eval_batch_size or the multiples")
-    need, have = examples_bytes(n, length), available_bytes('cpu')
-    if need > 0.8 * have:
-        raise MemoryError(f"{n} examples of {task} at {length} tokens need about {need / 2**30:.1f} GiB, and "
-                          f"{have / 2**30:.1f} GiB are free; lower the number of examples")
+    why = too_many_examples(n, length)
+    if why:
+        raise MemoryError(f"{task}: {why}; lower the number of examples")
     examples = sample_data.eval_examples(task, tok, length, n, seed=seed, absent_key=absent_key)
     correct = []
     for i in range(0, n, batch_size):
@@ -310,12 +319,10 @@ def main(argv):
     dev = rundir.pick_device(cfg['device'])
     name = rundir.ABSENT_KEY_EVAL if cfg['absent_key'] else rundir.LENGTH_EVAL
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
-        longest = max(mults) * load_run(run, 'cpu')[0].config.block_size
-        need, have = examples_bytes(cfg['eval_samples'], longest), available_bytes('cpu')
-        if need > 0.8 * have:   # else every point would be skipped, and the run's eval overwritten with nothing
-            raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,} examples of {longest:,} tokens "
-                             f"({run}'s longest) need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB are "
-                             f"free: lower eval_samples; nothing was written")
+        why = too_many_examples(cfg['eval_samples'], min(mults) * load_run(run, 'cpu')[0].config.block_size)
+        if why:                 # else every point would be skipped, and the run's eval overwritten with nothing
+            raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,}: {why} (at {run}'s shortest length): "
+                             f"lower eval_samples; nothing was written")
         rundir.check_writable(run, name, "rerun (nothing was evaluated); or copy the run dir somewhere writable "
                                          "and evaluate the copy")
     records = []

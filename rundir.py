@@ -46,6 +46,9 @@ def pick_dtype(dtype, device):
     return 'bfloat16' if str(device).startswith('cuda') and torch.cuda.is_bf16_supported() else 'float32'
 
 
+# settings train.py gained after runs were committed: a checkpoint without one trained as this value does
+ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': ''}
+
 # the files of a run dir: every other module asks for them here
 CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, step, fit)
 LOG = 'log.jsonl'                 # one record per eval: losses, the length eval, the fit

@@ -40,9 +40,11 @@ def branch_overrides(cfg, k):
             'steps_after_fit': k + cfg['cooldown_iters']}
 
 
-def branch_flags(cfg, k):
-    """branch_overrides as train.py's --key=value arguments."""
-    return [f'--{key}={v}' for key, v in branch_overrides(cfg, k).items()]
+def branch_argv(argv, cfg, k):
+    """A trunk's train.py arguments made its cooldown branch's at snapshot k: the trunk's own flags for
+    the settings the branch changes left out, the branch's appended."""
+    changes = branch_overrides(cfg, k)
+    return [a for a in argv if a[2:].split('=', 1)[0] not in changes] + [f'--{key}={v}' for key, v in changes.items()]
 
 
 @dataclass

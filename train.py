@@ -115,7 +115,7 @@ from configurator import configure, settings_of  # noqa: E402  (after the defaul
 from checks import MODEL_KEYS, check_config  # noqa: E402
 from model import GPT, CompiledOrEager  # noqa: E402
 import sample_data  # noqa: E402
-from schedule import Schedule, branch_flags, branch_overrides  # noqa: E402
+from schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 
@@ -188,7 +188,7 @@ def start_model(run, cfg, config, device):
         if init_from == 'resume':
             run.iter_num, run.best_val_loss, run.resumed = ckpt['iter_num'], ckpt['best_val_loss'], True
             changed = [k for k in cfg if k not in ('init_from', 'max_iters', 'out_dir')   # moved: the same run
-                       and ckpt['config'].get(k) != cfg[k]]
+                       and ckpt['config'].get(k, rundir.ADDED.get(k)) != cfg[k]]
             print(f"resumed from {path} at iter {run.iter_num}" + (
                 "; note: settings changed since, so this is not the run an uninterrupted one would be: "
                 + ", ".join(f"{k}={ckpt['config'].get(k)!r} -> {cfg[k]!r}" for k in changed) if changed else ""))
@@ -315,7 +315,7 @@ def save(run, cfg, procs, final, standing):
                 os.makedirs(branch['out_dir'], exist_ok=True)
                 rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
             print(f"snapshot at iter {run.iter_num} (fit + {snapshot}); its cooldown branch: "
-                  + shlex.join(['python', 'train.py', *run.argv, *branch_flags(cfg, snapshot), '--init_from=resume']))
+                  + shlex.join(['python', 'train.py', *branch_argv(run.argv, cfg, snapshot), '--init_from=resume']))
     if not first:
         with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', standing):
             rundir.save_checkpoint(state, run.ckpt_path)

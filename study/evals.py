@@ -28,8 +28,9 @@ def cached(run, name, key, compute):
         try:
             with open(path) as f:
                 saved = json.load(f)
-            if not (isinstance(saved, dict) and isinstance(saved.get('key'), dict) and 'record' in saved):
-                raise ValueError(f"a {type(saved).__name__} without its key and record")
+            if not (isinstance(saved, dict) and isinstance(saved.get('key'), dict)
+                    and isinstance(saved.get('record'), dict) and saved['record']):
+                raise ValueError(f"a {type(saved).__name__} without its key and a record")
         except (ValueError, OSError) as e:        # cut short by a full disk, or edited: never trusted
             print(f"{tag(run)} {path} is damaged ({rundir.first_line(e)}): "
                   + ("computing it again" if compute else "waiting for its eval job to write it again"))

@@ -17,7 +17,7 @@ import torch
 
 import rundir
 from study.evals import evaluate, measure_mismatch
-from study.runs import (Run, command, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
+from study.runs import (command, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
@@ -311,7 +311,7 @@ def wait_jobs(live, cfg, kind):
             poll = min(most, poll * 1.5)
         if live and kind == 'train' and time.time() - last_status > 60:
             last_status = time.time()
-            print("  " + "; ".join(f"{r.arm} seed {r.seed}: {last_progress(r)}" for r, _ in live))
+            print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r, _ in live))
 
 
 def launch(runs, cfg, extra):
@@ -341,7 +341,8 @@ def launch(runs, cfg, extra):
         run.state = state(run)
         if run.state != 'done':
             job = recorded_job(run, 'train')
-            print(f"{tag(run)} not trained: its trunk ({run.trunk}) ended without reaching fit + {run.point}"
+            print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not written the snapshot at fit + "
+                  f"{run.point} (it never fit, or its job failed); rerun this command"
                   if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended before the run finished; see "
                   f"{run.dir}/{rundir.TRAIN_LOG} and {job.paths.stderr}; rerun this command to resubmit it")
     return []
@@ -354,7 +355,8 @@ def launch_evals(runs, cfg, mults, extra):
     measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r.state == 'done' and (r.eval is None or r.mismatch is None)]
     # what the job needs of a run, pickled: none of what the grid added (the log's records, a process, a lock)
-    slim = lambda r: Run(r.arm, r.seed, r.dir, r.argv, r.cfg, r.tasks, r.selected)  # noqa: E731
+    # what a job needs of a run, picklable: no log records, no trainer, lock or open file
+    slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
     live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run']),
                     extra)
     if not cfg['wait']:

@@ -27,16 +27,12 @@ NOT_THE_RUN = {'init_from', 'out_dir', 'device', 'compile', 'dtype', 'log_interv
 DECIDES_THE_FIT = {'eval_interval', 'eval_tasks', 'eval_samples'}
 
 
-# settings train.py gained after runs were committed: a checkpoint without one trained as this value does
-ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': ''}
-
-
 def differing(saved, wanted):
     """The settings that make two runs' settings two different runs, not one run executed or logged
     another way: [(key, saved value, wanted value)]."""
     free = NOT_THE_RUN - DECIDES_THE_FIT if wanted.get('steps_after_fit') else NOT_THE_RUN
-    return [(k, saved.get(k, ADDED.get(k)), v) for k, v in wanted.items()
-            if k not in free and saved.get(k, ADDED.get(k)) != v]
+    return [(k, saved.get(k, rundir.ADDED.get(k)), v) for k, v in wanted.items()
+            if k not in free and saved.get(k, rundir.ADDED.get(k)) != v]
 
 
 @dataclass

@@ -64,12 +64,12 @@ def deterioration_rows(name, claim, res):
     out = []
     for (a, b, da, db, p), p_holm in zip(tests, holm([t[4] for t in tests])):
         lo, hi = newcombe(da['count'], da['of'], db['count'], db['of'])
-        verdict = ('higher' if da['count'] / da['of'] > db['count'] / db['of'] else 'lower') if p_holm <= ALPHA else \
+        said = ('higher' if da['count'] / da['of'] > db['count'] / db['of'] else 'lower') if p_holm <= ALPHA else \
             f"not resolved: [{lo:+.2f}, {hi:+.2f}]"
         out.append(f"| {claim} | {link} | {a} vs {b}: share that deteriorates {da['count']}/{da['of']} vs "
                    f"{db['count']}/{db['of']} fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs "
                    f"{arms[b]['area']['mean']:.3f} | {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm "
-                   f"| {verdict} |")
+                   f"| {said} |")
     return out
 
 
@@ -84,20 +84,22 @@ def long_rows(name, claims, res):
     """A study of cooled snapshots. Claim 1 (claims[0]): each run's change from its early to its late
     cooled area, the control's against 0 and each arm's against the control's, and the area late of
     the arms outside the sites family (weight decay); claims 3-4 (claims[1]): each site's cooled area
-    late against the control's."""
+    late against the control's. A comparison with no paired runs yet (a study cut short) has no row."""
     link, L, c, delta = f"[{name}](results/{name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
     e, late = L['early'], L['late']
-    area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late}
-    change = L['change'][c]
-    claim_1 = [paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late} steps past the fit, "
-                                           f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
-                                           f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False)]
+    area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
+    change, claim_1, sites = L['change'].get(c), [], []
+    if change and c in area:
+        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late} steps past the fit, "
+                                                   f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
+                                                   f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
     claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
                 for a, t in L['change_vs_control'].items()]
-    sites = []
     for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
         for a in arms:
-            t = area[a]['vs_control']['area']['left_out']
+            t = (area.get(a, {}).get('vs_control') or {}).get('area', {}).get('left_out')
+            if not t or c not in area:
+                continue
             row = paired_row(claims[1] if family == 'sites' else claims[0], link,
                              f"{a} vs {c}, cooled area at +{late}: "
                              f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta)
@@ -184,7 +186,9 @@ def mid_range(res):
     """(task, multiple) where the control of a study of snapshots, cooled late, is nearest 0.5 (the
     median over its runs): where a loss of length shows, not where every run is at 1 or at 0."""
     late = (res['rule']['control'], res['long']['late'])
-    ctrl = next(a for a in res['arms'].values() if (a['arm'], a['point']) == late)
+    ctrl = next((a for a in res['arms'].values() if (a['arm'], a['point']) == late and a['tasks']), None)
+    if ctrl is None:                              # no late run of the control evaluated yet
+        return None
     task = next(iter(ctrl['tasks']))
     accs = ctrl['tasks'][task]
     return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
@@ -253,7 +257,7 @@ def main(argv):
         rundir.write_atomic(path, new.encode())
     print(f"wrote the verdict table ({tbl.count(chr(10)) - 1} rows) into README.md")
     studies = {name: load(name) for name in [LONG, MAP, *AT]}
-    if studies[LONG]:
+    if studies[LONG] and mid_range(studies[LONG]):
         draw_long_headline(studies[LONG], os.path.join(ROOT, 'results', 'headline.png'))
     elif studies[MAP]:
         draw_headline(studies, os.path.join(ROOT, 'results', 'headline.png'))

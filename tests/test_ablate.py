@@ -202,17 +202,18 @@ def test_an_arm_name_that_is_not_a_plain_folder_name_is_refused(tmp_path, name):
 
 
 def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_path, capsys):
-    """A cached final eval or mismatch cut short, [] or {} (a full disk, an edit): one line, then
-    computed again. A results_dir/results.json that is not a summary: one line, kept beside as
+    """A cached final eval or mismatch cut short, [] or {}, or with an empty record (a full disk, an
+    edit): one line, then computed again. A results_dir/results.json that is not a summary: one line, kept beside as
     results.json.bad, its place left for the grid's new summary."""
     run = a_run(tmp_path / 'run', {})
     os.makedirs(run.dir)
     (tmp_path / 'run' / 'ckpt.pt').write_bytes(b'')
-    for damage in ('{"key": {"a": 1}, "rec', '[]', '{}'):
+    for damage in ('{"key": {"a": 1}, "rec', '[]', '{}', '{"key": {"a": 1}, "record": null}',
+                   '{"key": {"a": 1}, "record": {}}'):
         (tmp_path / 'run' / 'cache.json').write_text(damage)
-        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'fresh') == 'fresh'
+        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: {'r': 'fresh'}) == {'r': 'fresh'}
         assert f"[none seed 1] {run.dir}/cache.json is damaged" in capsys.readouterr().out
-        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: 'again') == 'fresh'      # now a sound cache
+        assert evals.cached(run, 'cache.json', {'a': 1}, lambda: {'r': 'again'}) == {'r': 'fresh'}   # now sound
     results = tmp_path / 'results'
     cfg = study(tmp_path, results_dir=str(results))
     results.mkdir()

@@ -555,7 +555,7 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
     for d, pa in snapshots.items():
         pb = params(os.path.join(killed, d))
         assert all(torch.equal(pa[k], pb[k]) for k in pa), d
-    cut = [*args, f'--out_dir={killed}', *schedule.branch_flags({'out_dir': killed, 'cooldown_iters': 3}, 2)]
+    cut = schedule.branch_argv([*args, f'--out_dir={killed}'], {'out_dir': killed, 'cooldown_iters': 3}, 2)
     with pytest.raises(RuntimeError, match='killed'):
         plant.run(*cut, '--init_from=resume', kill=2)           # its eval of iter 8, after that checkpoint
     assert torch.load(os.path.join(killed, 'cooldown2', 'ckpt.pt'), weights_only=True)['iter_num'] == 8
