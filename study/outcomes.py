@@ -239,7 +239,8 @@ def long_training(arms_out, cfg):
         if m['growth']:
             adjust([m['growth']], 0.0)
     out['change_vs_control'] = {}
-    for family, arms in (cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}).items():
+    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
+    for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
         tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in arms}
         tests = {a: dict(t, family=family) for a, t in tests.items() if t}
         adjust(list(tests.values()), delta)

@@ -267,6 +267,27 @@ def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
     held.release()
 
 
+def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_path, capsys):
+    """A study of trunks (snapshots_after_fit): each trunk's cooldown branches are runs of the grid, in
+    <trunk>/cooldown<k>, that resume the snapshot the trunk writes at fit + k; a dry run lists them
+    after their trunk. A trunk that never fits writes no snapshot: the grid trains it, then says its
+    branches were not trained and why, and ends (it does not wait for them forever)."""
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', control='',
+                common={**TINY, 'data_dir': str(tmp_path / 'data'), 'steps_after_fit': 4, 'snapshots_after_fit': '2,4',
+                        'cooldown_iters': 2, 'max_iters': 2})
+    ablate_here(cfg, '--dry_run')
+    cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
+    trunk = str(tmp_path / 'grid' / 'none' / 'seed1')
+    assert [c.split('--out_dir=')[-1].split()[0] for c in cmds] == [trunk, f'{trunk}/cooldown2', f'{trunk}/cooldown4']
+    assert all(c.endswith('--init_from=resume') and '--steps_after_fit=' + k in c for c, k in zip(cmds[1:], '46'))
+    with pytest.raises(SystemExit):                   # the branches were not trained: the grid is not finished
+        ablate_here(cfg)
+    out = capsys.readouterr().out
+    for k in (2, 4):
+        assert f"[none seed 1, cooldown at fit + {k}] not trained: its trunk ({trunk}) has not written the snapshot" in out
+    assert os.path.exists(os.path.join(trunk, 'ckpt.pt')) and not os.path.exists(os.path.join(trunk, 'cooldown2'))
+
+
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
     cfg = study(tmp_path)
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
