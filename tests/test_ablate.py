@@ -284,7 +284,8 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
         ablate_here(cfg)
     out = capsys.readouterr().out
     for k in (2, 4):
-        assert f"[none seed 1, cooldown at fit + {k}] not trained: its trunk ({trunk}) has not written the snapshot" in out
+        assert (f"[none seed 1, cooldown at fit + {k}] not trained: its trunk ({trunk}) has not written the "
+                f"snapshot") in out
     assert os.path.exists(os.path.join(trunk, 'ckpt.pt')) and not os.path.exists(os.path.join(trunk, 'cooldown2'))
 
 
