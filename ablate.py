@@ -33,6 +33,10 @@ mismatch at the arm's dropout site; its outcomes under the pre-registered rule b
 tests against the control arm), results.md, accuracy_vs_length.png, area_by_arm.png and
 accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
 extrapolation rise, then fall, during training?). The PNGs need matplotlib.
+Each run is evaluated as it finishes. A study's own grid (its config with no override) also keeps
+a record of each finished run in results_dir/runs/ (its settings, log, eval and mismatch; a trunk
+and its branches once all are done): committed with the summary, it lets a fresh clone or another
+machine count those runs as done and train only the rest.
 
 Outcomes, under a rule set in the study config before the runs (control, fit_accuracy,
 range_threshold, extrap_*): a run fits at its first quick eval with every task's 1x accuracy >=
@@ -55,6 +59,8 @@ import shlex
 import subprocess
 import sys
 import time
+
+import torch
 
 
 # -----------------------------------------------------------------------------
@@ -115,7 +121,7 @@ from checks import check_config  # noqa: E402
 from schedule import branch_argv, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
-from study.evals import evaluate, measure_mismatch  # noqa: E402
+from study.evals import RECORDS, evaluate, measure_mismatch, recall, save_records  # noqa: E402
 from study.outcomes import find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
@@ -344,12 +350,13 @@ def prepare_data(runs):
             sample_data.make_corpus(run.cfg, "rerun this command (or point data_dir elsewhere)")
 
 
-def train_grid(runs, workers, then):
+def train_grid(runs, workers, then, finished=None):
     """Train the pending runs, `workers` at a time, each a train.py subprocess writing train.log in
     its run dir. Each run dir is locked while its trainer runs, and the trainer is handed the lock:
     a run another process holds (a second ablate.py, a train.py) is skipped. The trainers end with
     this process: stopped here if it is interrupted, and by their parent-death signal if it is
-    killed. then: how to go on after a disk error. -> the runs that failed."""
+    killed. then: how to go on after a disk error; finished([run]): called here, on the freed
+    worker's threads, as each run finishes (its eval). -> the runs that failed."""
     pending = to_train(runs)
     # the cores split over the workers, unless OMP_NUM_THREADS says how many (on cores other jobs share)
     threads = int(os.environ.get('OMP_NUM_THREADS') or 0) or max(1, (os.cpu_count() or 1) // workers)
@@ -383,6 +390,9 @@ def train_grid(runs, workers, then):
                     n_done += 1
                     run.state = 'done'
                     print(f"{tag(run)} done in {minutes:.1f} min")
+                    if finished:
+                        torch.set_num_threads(threads)
+                        finished([run])
                 else:
                     failed.append(run)
                     with open(os.path.join(run.dir, rundir.TRAIN_LOG)) as f:
@@ -492,6 +502,18 @@ def main(argv):
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run.state = state(run)
+    mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
+    # the study's own grid records its finished runs in results_dir/runs: committed, a fresh clone trains the rest
+    records = os.path.join(cfg['results_dir'], RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
+    if records:
+        recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'])
+    compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
+
+    def evaluated(done):    # the final eval and mismatch of the runs finished (computed here, or read from jobs)
+        evaluate(done, mults, cfg['eval_samples'], compute)
+        measure_mismatch(done, compute)
+        if records and compute:
+            save_records(runs, records, cfg['grid_dir'])
     check_sources(runs)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
@@ -502,18 +524,16 @@ def main(argv):
         for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
             print(shlex.join(['python', *command(run, run.state == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
-        failed = train_grid(runs, cfg['workers'], rerun)
+        evaluated(runs)             # what finished before, first: a grid cut short keeps the evals of its finished runs
+        failed = train_grid(runs, cfg['workers'], rerun, evaluated if compute else None)
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
-    mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
     if cfg['launcher'] != 'local' and not cfg['dry_run']:
         queued = launch.launch(runs, cfg, extra)
         if cfg['eval_on'] != 'local':
             queued += launch.launch_evals(runs, cfg, mults, extra)
     # else only cached evals are read (eval jobs wrote them)
-    compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
-    evaluate(runs, mults, cfg['eval_samples'], compute)
-    measure_mismatch(runs, compute)
+    evaluated(runs)
     for run in runs:
         if run.state == 'done' and (run.eval is None or run.mismatch is None):
             run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it

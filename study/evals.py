@@ -2,6 +2,10 @@
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
 in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings and the checkpoint that
 made it; eval jobs on a cluster write the same caches, which the summary then reads.
+
+A study's own grid also keeps a record of each finished run in its results_dir (runs/<arm>/seed<k>.json:
+its settings, log, eval and mismatch), committed with the summary: a grid whose run dirs are gone (a
+fresh clone, another machine, a session that ended) counts those runs as done and trains only the rest.
 """
 
 import contextlib
@@ -15,7 +19,7 @@ import eval_lengths
 import rundir
 import sample_data
 from model import dropout_mismatch
-from study.runs import tag
+from study.runs import differing, tag
 
 
 def cached(run, name, key, compute):
@@ -47,17 +51,22 @@ def cached(run, name, key, compute):
     return record
 
 
+def eval_key(run, mults, n, device):
+    """What makes a final eval: a cached one with another key is computed again."""
+    # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
+    return {'multiples': mults, 'num_samples': n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
+            'device': device.split(':')[0], 'record': 'length_eval'}
+
+
 def evaluate(runs, mults, n, compute=True):
     """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings;
     compute=False only reads what eval jobs cached (a run without it gets no 'eval')."""
     for run in runs:
-        if run.state != 'done':
+        if run.state != 'done' or run.recorded:
             continue
         tasks = run.tasks                            # the run's eval_tasks, or the tasks it trained on
         device = rundir.pick_device(run.cfg['device'])
-        # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
-        key = {'multiples': mults, 'num_samples': n, 'tasks': tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
-               'device': device.split(':')[0], 'record': 'length_eval'}
+        key = eval_key(run, mults, n, device)
 
         def final_eval():
             print(f"{tag(run)} final eval: {n} examples per task and length")
@@ -75,6 +84,11 @@ MISMATCH_MASKS = 32  # training-mode passes per run; their noise floor is measur
                      # (model.dropout_mismatch)
 
 
+def mismatch_key(run):
+    return {'iter': run.cfg['max_iters'], 'max_rows': MISMATCH_ROWS, 'masks': MISMATCH_MASKS,
+            'measure': 'per token and batch, floor subtracted'}
+
+
 def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
@@ -82,7 +96,7 @@ def measure_mismatch(runs, compute=True):
     (ablate_mismatch.json; compute=False only reads it). `python mismatch.py RUN_DIR` prints the
     per-layer values for every site."""
     for run in runs:
-        if run.state != 'done':
+        if run.state != 'done' or run.recorded:
             continue
 
         def mean_over_reached_layers():       # the data is read only here: a cached run needs none
@@ -94,9 +108,83 @@ def measure_mismatch(runs, compute=True):
                 model, _, _ = eval_lengths.load_run(run.dir, 'cpu')
             rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
             return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
-        record = cached(run, rundir.MISMATCH_CACHE, {'iter': run.cfg['max_iters'], 'max_rows': MISMATCH_ROWS,
-                                                      'masks': MISMATCH_MASKS,
-                                                      'measure': 'per token and batch, floor subtracted'},
-                        mean_over_reached_layers if compute else None)
+        record = cached(run, rundir.MISMATCH_CACHE, mismatch_key(run), mean_over_reached_layers if compute else None)
         if record is not None:
             run.mismatch = record
+
+
+# -----------------------------------------------------------------------------
+# the committed record of a study's finished runs
+
+RECORDS = 'runs'    # in a study's results_dir
+
+
+def record_path(records, grid_dir, run):
+    """results_dir/runs/<arm>/seed<k>.json; a cooldown branch's: .../seed<k>/cooldown<j>.json."""
+    return os.path.join(records, os.path.relpath(run.dir, grid_dir) + '.json')
+
+
+def groups(runs):
+    """The grid's runs as they are recorded and recalled: a trunk with its cooldown branches (a branch
+    not yet trained needs its trunk's snapshot, which only a trunk trained here writes), a run alone."""
+    out = {}
+    for run in runs:
+        out.setdefault(run.trunk or run.dir, []).append(run)
+    return list(out.values())
+
+
+def save_records(runs, records, grid_dir):
+    """The record of every run of each group whose runs are all done and evaluated (a study's own,
+    not a reused one): its settings, its log's records, its final eval and mismatch with their keys."""
+    for group in groups(runs):
+        if any(r.reused or r.state != 'done' or r.eval is None or r.mismatch is None for r in group):
+            continue
+        for run in [r for r in group if not r.recorded]:      # (a recalled run's record is where it came from)
+            path = record_path(records, grid_dir, run)
+            keys = {name: rundir.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
+                    for name in (rundir.EVAL_CACHE, rundir.MISMATCH_CACHE)}
+            data = json.dumps({'settings': run.cfg, 'log': run.records,
+                               'eval': {'key': keys[rundir.EVAL_CACHE], 'record': run.eval},
+                               'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch}}).encode()
+            if os.path.exists(path):
+                with open(path, 'rb') as f:
+                    if f.read() == data:
+                        continue
+            with rundir.writing(path, 'the record of a finished run', 'rerun this command'):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                rundir.write_atomic(path, data)
+
+
+def recall(runs, records, grid_dir, mults, n):
+    """Runs whose run dirs are absent (a fresh clone) but whose records are not: done, from their
+    records (run.recorded), a whole group or none of it (a run dir that exists, trained or set aside,
+    is the grid's to train). A record of other settings stops the grid; one evaluated another way
+    (other multiples or examples) is left alone: its group trains again and its record is replaced."""
+    recalled = 0
+    for group in groups(runs):
+        paths = [record_path(records, grid_dir, r) for r in group]
+        if any(r.reused or r.state != 'new' or os.path.exists(r.dir) for r in group) or \
+                not all(map(os.path.isfile, paths)):
+            continue
+        fix = "restore it (git checkout it) or delete it: its runs train again"
+        saved = [rundir.read_json(p, fix) for p in paths]
+        for run, rec, path in zip(group, saved, paths):
+            if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
+                    and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
+                            for k in ('eval', 'mismatch'))):
+                raise SystemExit(f"{path} is not the record of a finished run; {fix}")
+            differ = differing(rec['settings'], run.cfg)
+            if differ:
+                raise SystemExit(f"{path} records a run with other settings ("
+                                 + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4])
+                                 + f"); {fix}")
+        evaluated_as = [(rec['eval']['key'] | {'device': None}, rec['mismatch']['key']) for rec in saved]
+        if evaluated_as != [(eval_key(r, mults, n, 'cpu') | {'device': None}, mismatch_key(r)) for r in group]:
+            print(f"{tag(group[0])} its record in {records} was evaluated another way: it trains again")
+            continue
+        for run, rec in zip(group, saved):
+            run.state, run.recorded, run.records = 'done', True, rec['log']
+            run.eval, run.mismatch = rec['eval']['record'], rec['mismatch']['record']
+            recalled += 1
+    if recalled:
+        print(f"{recalled} finished run(s) recalled from their records in {records}")

@@ -50,6 +50,7 @@ class Run:
     trunk: Optional[str] = None             # a cooldown branch's trunk's run dir; None: not a branch
     reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
     state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()) or 'evaluating'
+    recorded: bool = False                  # done, recalled from its committed record (study.evals.recall)
     records: Optional[list] = None          # its log.jsonl's records, read once, by state() when it is done
     eval: Optional[dict] = None             # its final eval's record (study.evals); None: not cached yet
     mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet

@@ -3,6 +3,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,6 +120,7 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     assert res['rule']['control'] == 'none' and res['rule']['extrap_multiple'] == 2
     assert '**Outcomes**' in md and 'Pre-registered rule: a run fits' in md
     assert not (grid / 'results.json').exists()
+    assert first.index('] final eval') < first.rindex(' done in ')     # each run is evaluated as it finishes
     try:                                                                # plots are optional
         import matplotlib  # noqa: F401
         assert (out / 'accuracy_vs_length.png').exists() and (out / 'accuracy_vs_step.png').exists()
@@ -136,6 +138,21 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     ablate_here(cfg)
     again = capsys.readouterr().out
     assert '[wd seed 2] starting' in again and again.count('final eval') == 1 and '[wd seed 2] final eval' in again
+    # each finished run is recorded beside the summary: a clone without the run dirs trains none of them again
+    records = out / 'runs'
+    assert sorted(str(p.relative_to(records)) for p in records.rglob('*.json')) == \
+        ['none/seed1.json', 'none/seed2.json', 'wd/seed1.json', 'wd/seed2.json']
+    assert json.load(open(records / 'wd' / 'seed2.json'))['eval']['record'] == rec
+    summary = json.load(open(out / 'results.json'))['arms']
+    shutil.rmtree(grid / 'wd')
+    ablate_here(cfg)
+    again = capsys.readouterr().out
+    assert '2 finished run(s) recalled' in again and 'starting' not in again and not (grid / 'wd').exists()
+    assert json.load(open(out / 'results.json'))['arms'] == summary
+    saved = json.load(open(records / 'wd' / 'seed1.json'))
+    saved['settings']['weight_decay'] = 0.3
+    (records / 'wd' / 'seed1.json').write_text(json.dumps(saved))
+    assert 'records a run with other settings (weight_decay=0.3, study: 0.1)' in refused(cfg)
 
 
 def alive(pid):
@@ -915,3 +932,42 @@ def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == 'deteriorate: none_wd 1 of 2, none 0 of 1; Fisher p = 1.000'
+
+
+def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, capsys):
+    """A cooldown branch not trained yet needs its trunk's snapshot, which only a trunk trained here
+    writes: a trunk is recorded once every branch is done too, and recalled only with all of them.
+    A record evaluated on other lengths is left alone: its group trains again."""
+    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    cfg = {'max_iters': 9, 'seed': 1}
+
+    def group(seed, done):                  # a trunk and one branch, finished and evaluated where done says
+        trunk = Run('none', seed, os.path.join(grid, 'none', f'seed{seed}'), [], cfg, ['mqar'], True, point='trunk')
+        branch = dataclasses.replace(trunk, dir=os.path.join(trunk.dir, 'cooldown2'), point=2, trunk=trunk.dir)
+        for run, finished in zip((trunk, branch), done):
+            os.makedirs(run.dir, exist_ok=True)
+            run.state = 'done' if finished else 'partial'
+            run.records, run.eval, run.mismatch = [{'iter': 9, 'fit_iter': 3}], {'area': seed}, {'layers': 0}
+            for name, key in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu')),
+                              (rundir.MISMATCH_CACHE, evals.mismatch_key(run))):
+                rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': run.eval}).encode())
+        return [trunk, branch]
+    runs = group(1, (True, True)) + group(2, (True, False))
+    evals.save_records(runs, records, grid)
+    assert sorted(str(p.relative_to(records)) for p in (tmp_path / 'runs').rglob('*.json')) == \
+        ['none/seed1.json', 'none/seed1/cooldown2.json']                  # seed 2's branch is not done
+    for run in runs:                                                      # a fresh clone: no run dirs
+        run.state, run.eval = 'new', None
+    shutil.rmtree(grid)
+    evals.recall(runs, records, grid, mults, 3)
+    assert [(r.state, r.recorded, r.eval) for r in runs] == \
+        [('done', True, {'area': 1})] * 2 + [('new', False, None)] * 2
+    assert '2 finished run(s) recalled' in capsys.readouterr().out
+    for run in runs[:2]:
+        run.state, run.recorded = 'new', False
+    evals.recall(runs, records, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
+    assert [r.state for r in runs] == ['new'] * 4
+    assert '[none seed 1] its record' in capsys.readouterr().out
+    os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: the
+    evals.recall(runs, records, grid, mults, 3)                           # trunk trains again, for its snapshot
+    assert [r.state for r in runs] == ['new'] * 4
