@@ -675,13 +675,14 @@ def train_losses(model, idx, targets, steps):
     return losses
 
 
-def test_compiled_training_equals_eager_and_replays_its_masks_from_the_rng_state():
+@pytest.mark.parametrize("pattern", ['A', pytest.param('AM', marks=pytest.mark.slow)])   # with Mamba2: ~35 s
+def test_compiled_training_equals_eager_and_replays_its_masks_from_the_rng_state(pattern):
     """A compiled model trains like the eager one: same losses over 3 steps from the same seed,
     dropout included. fallback_random makes the compiled graph draw its masks with torch's own
     random ops, so they equal eager's bit for bit; either way the masks follow torch's RNG state,
     so restoring a checkpoint's state replays them (resume stays exact)."""
     torch.manual_seed(0)
-    eager_model = GPT(tiny(n_layer=2, block_pattern='AM', dropout=0.1, dropout_site='vpad', window=8))
+    eager_model = GPT(tiny(n_layer=2, block_pattern=pattern, dropout=0.1, dropout_site='vpad', window=8))
     twin = GPT(eager_model.config)
     twin.load_state_dict(eager_model.state_dict())
     compiled_model = torch.compile(twin, options={'fallback_random': True})
