@@ -107,6 +107,8 @@ families = {}              # Holm families: name -> the arms tested against the 
                            # ({}: every arm, one family)
 reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's
                            # (every setting checked equal), trained in its grid if missing; {} trains every arm here
+init_from_study = ''       # 'study/arm': each run continues (weights only) that study's run of its seed, wherever
+                           # that study keeps it (its own reuse followed); it must be finished first
 early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit):
                            # deterioration is a run's cooled area
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
@@ -218,6 +220,10 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         if a not in cfg['arms'] or not isinstance(cfg['reuse'][a], str):
             fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' "
                  f"(arms: {', '.join(cfg['arms'])})")
+    if cfg['init_from_study'] and (cfg['init_from_study'].count('/') != 1 or 'init_from' in cfg['common']
+                                   or any('init_from' in o for o in cfg['arms'].values() if isinstance(o, dict))):
+        fail(f"init_from_study={cfg['init_from_study']!r}: name one 'study/arm', and set no init_from in common "
+             f"or the arms")
     if len(set(in_family)) < len(in_family):
         fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
     if cfg['extrap_multiple'] not in mults:
@@ -240,6 +246,8 @@ def plan(cfg, passed, selected, train_settings, studies=()):
             argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(overrides, seed),
                     *(p.replace('{seed}', str(seed)) for p in passed), *fit_rule, f'--seed={seed}',
                     f'--out_dir={run_dir}']
+            if cfg['init_from_study']:
+                argv.append(f"--init_from={start_of(cfg['init_from_study'], seed, train_settings, studies).dir}")
             try:  # the exact settings train.py will use, checked as train.py checks them
                 with contextlib.redirect_stdout(io.StringIO()):
                     run_cfg = configure(train_settings, argv)
@@ -277,12 +285,27 @@ def reused(cfg, run, train_settings, studies):
     for this seed: the source study's own run (its dir and command, so a missing one trains in its grid),
     once every setting that makes a run is checked equal; None if that study has no such seed."""
     study, _, arm = cfg['reuse'][run.arm].partition('/')
-    arm, path = arm or run.arm, os.path.join(STUDY_CONFIGS, f'{study}.py')
-    why = f"arm '{run.arm}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r})"
+    arm = arm or run.arm
+    theirs = run_of(study, arm, run.seed, train_settings, studies,
+                    f"arm '{run.arm}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r})")
+    if theirs is None:
+        return None                            # that study has no such seed: this one trains it
+    differ = [(k, a, b) for k, a, b in differing(theirs.cfg, run.cfg) if k != 'seed']
+    if differ:
+        raise SystemExit(f"config error: arm '{run.arm}' reuses {study}'s {arm} runs (reuse={cfg['reuse']!r}), but "
+                         + ', '.join(f"{k}={a!r} there, {b!r} here" for k, a, b in differ[:4])
+                         + ": make them equal, or train this arm here with --reuse={}")
+    return dataclasses.replace(theirs, arm=run.arm, selected=run.selected, reused=f"{study}/{arm}")
+
+
+def run_of(study, arm, seed, train_settings, studies, why):
+    """Another study's run (arm, seed) as that study plans it (its own reuse followed): planned once
+    per text of its config. None if it has no such seed; exits if it has no such arm, or is this one."""
+    path = os.path.join(STUDY_CONFIGS, f'{study}.py')
     if study in studies or not os.path.isfile(path):
         raise SystemExit(f"config error: {why}, but " + (f"{study} reuses this study's runs in turn" if study in studies
                                                           else f"there is no {path}"))
-    with open(path) as f:                      # each source study is planned once per text of its config
+    with open(path) as f:
         key = (os.path.abspath(path), f.read(), studies)
     if key not in PLANNED:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -291,17 +314,19 @@ def reused(cfg, run, train_settings, studies):
             raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: "
                              f"{', '.join(source['arms'])})")
         PLANNED[key] = plan(source, [], None, train_settings, (*studies, study))
-    theirs = next((r for r in PLANNED[key] if (r.arm, r.seed, r.trunk) == (arm, run.seed, None)), None)
+    if arm not in {r.arm for r in PLANNED[key]}:
+        raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}'")
+    return next((r for r in PLANNED[key] if (r.arm, r.seed, r.trunk) == (arm, seed, None)), None)
+
+
+def start_of(source, seed, train_settings, studies):
+    """init_from_study's run for this seed: the run of that study that this one continues."""
+    study, arm = source.split('/')
+    why = f"init_from_study={source!r}"
+    theirs = run_of(study, arm, seed, train_settings, studies, why)
     if theirs is None:
-        if arm not in {r.arm for r in PLANNED[key]}:
-            raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}'")
-        return None                            # that study has no such seed: this one trains it
-    differ = [(k, a, b) for k, a, b in differing(theirs.cfg, run.cfg) if k != 'seed']
-    if differ:
-        raise SystemExit(f"config error: {why}, but "
-                         + ', '.join(f"{k}={a!r} there, {b!r} here" for k, a, b in differ[:4])
-                         + ": make them equal, or train this arm here with --reuse={}")
-    return dataclasses.replace(theirs, arm=run.arm, selected=run.selected, reused=f"{study}/{arm}")
+        raise SystemExit(f"config error: {why}, but {study} has no seed {seed}: give this study its seeds")
+    return theirs
 
 
 def branches(trunk, cfg, train_settings):
@@ -329,8 +354,11 @@ def branches(trunk, cfg, train_settings):
     return out
 
 
-def check_sources(runs):
+def check_sources(runs, cfg):
     """A pending run that starts from another run's weights needs that run finished."""
+    study, _, arm = cfg['init_from_study'].partition('/')
+    first = (f"python ablate.py {os.path.join(STUDY_CONFIGS, study + '.py')} --arms={arm}" if study
+             else 'the study it comes from')
     for run in runs:
         source = run.cfg['init_from']
         if run.state == 'done' or not run.selected or source in ('scratch', 'resume'):
@@ -339,7 +367,7 @@ def check_sources(runs):
         done = os.path.isfile(path) and rundir.load_checkpoint(path, "restore a copy, or retrain that run")['finished']
         if not done:
             raise SystemExit(f"config error: arm '{run.arm}', seed {run.seed}: init_from={source!r} is not a "
-                             f"finished run yet; run the study it comes from first")
+                             f"finished run yet; run {first} first")
 
 
 def prepare_data(runs):
@@ -514,7 +542,7 @@ def main(argv):
         measure_mismatch(done, compute)
         if records and compute:
             save_records(runs, records, cfg['grid_dir'])
-    check_sources(runs)
+    check_sources(runs, cfg)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
         pending = [r for r in runs if r.selected and r.state != 'done']

@@ -6,8 +6,9 @@
 #   python ablate.py config/study_positive.py --arms=none --workers=2     # the bases, if not done yet
 #   python ablate.py config/study_continue_sensitive.py --workers=2
 base_config = 'config/sensitive.py'
+init_from_study = 'study_positive/none'   # each run continues that seed's run (weights only: fresh optimizer
+                                          # and schedule), wherever study_positive keeps it (seeds 1-6: study_regime's)
 common = {
-    'init_from': 'out/study_positive/none/seed{seed}',   # weights only: fresh optimizer and schedule
     'max_iters': 1000,
     'steps_after_fit': 0,      # the same 1000 steps for every continuation, fit or not
     'warmup_iters': 50,

@@ -459,6 +459,20 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     assert 'reuses this study' in refused(here)
     assert 'no arm' in refused(study(tmp_path, 'x.py', reuse={'none': 'src/other'}))
     assert source and 'reuse=' in refused(study(tmp_path, 'y.py', reuse={'nope': 'src'}))
+    # init_from_study: a continuation starts from the source study's run of its seed, its reuse followed
+    study(tmp_path, 'src.py', grid_dir=str(tmp_path / 'src'))
+    cont = study(tmp_path, 'cont.py', seeds='1,3', grid_dir=str(tmp_path / 'cont'), init_from_study='here/none')
+    os.chdir(ROOT)
+    try:
+        runs = abl.plan(configure(abl.study_settings(), [cont]), [], None, settings_of(vars(train)))
+    finally:
+        os.chdir(cwd)
+    assert {(r.arm, r.seed): r.cfg['init_from'] for r in runs} == {
+        (arm, seed): str(tmp_path / where / 'none' / f'seed{seed}')
+        for arm in ('none', 'wd') for seed, where in ((1, 'src'), (3, 'grid'))}
+    assert 'here has no seed 5' in refused(cont, '--seeds=5')
+    assert 'set no init_from' in refused(study(tmp_path, 'z.py', init_from_study='here/none',
+                                                common={'init_from': 'x'}))
 
 
 def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
