@@ -273,3 +273,10 @@ def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_li
     verdicts.main([])
     assert 'results/study_positive/results.json is missing: its rows are left out' in capsys.readouterr().out
     assert '[study_positive]' not in (tmp_path / 'README.md').read_text()
+
+
+def test_a_step_median_is_drawn_only_where_half_of_the_runs_still_train():
+    """Three runs ending at steps 2, 4 and 6: the median at step 6 would be the last run's value alone."""
+    from study.plots import median_while_most_train
+    per_seed = {1: {0: 0.0, 2: 0.5}, 2: {0: 0.2, 2: 0.7, 4: 0.9}, 3: {0: 0.4, 2: 0.6, 4: 0.1, 6: 1.0}}
+    assert median_while_most_train(per_seed) == ([0, 2, 4], [0.2, 0.6, 0.5])
