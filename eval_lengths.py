@@ -246,9 +246,9 @@ def format_table(records, mults):
     return "\n".join(lines)
 
 
-def plot_panels(panels, draw, path, xlabel, ylabel, log2=True):
-    """One subplot per panel (a title), side by side; draw(ax, panel) draws its lines. Without
-    matplotlib: a one-line note and no file."""
+def plot_panels(panels, draw, path, xlabel, ylabel, log2=True, width=4.0):
+    """One subplot per panel (a title), side by side, `width` inches each; draw(ax, panel) draws its
+    lines. Without matplotlib: a one-line note and no file."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -257,7 +257,7 @@ def plot_panels(panels, draw, path, xlabel, ylabel, log2=True):
         print(f"matplotlib is not installed: no {os.path.basename(path)} (pip install matplotlib)")
         return
     # sized for a README (8 x 5 in at 150 dpi), the legend outside the axes so it never covers a curve
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(8.0, 4.0 * len(panels)), 5.0), sharey=True,
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(8.0, width * len(panels)), 5.0), sharey=True,
                              squeeze=False, layout='constrained')
     for ax, panel in zip(axes[0], panels):
         if log2:

@@ -167,31 +167,43 @@ def load(name):
 
 
 def headline_groups(studies):
-    """The figure's dot groups, left to right: (x, label, study, arm, areas). Each map arm takes one
-    slot; a site study drawn at that arm widens it by one slot per site arm, so no dots overlap."""
+    """The figure's dot groups, left to right: (x, label, study, arm, areas, accuracies at the map
+    point's mid-range (task, multiple), that (task, multiple)). Each map arm takes one slot; a site
+    study drawn at that arm widens it by one slot per site arm, so no dots overlap."""
     groups, x = [], 0.0
+
+    def group(x, label, study, arm, entry, at):
+        task, m = at
+        accs = entry.get('tasks', {}).get(task, {}).get(m, {}).get('per_seed', {})
+        return x, label, study, arm, list(entry['area']['per_seed'].values()), list(accs.values()), at
     for point, arm in studies[MAP]['arms'].items():
-        groups.append((x, point, MAP, point, list(arm['area']['per_seed'].values())))
-        for name, at in AT.items():
-            if at == point and studies.get(name):
+        at = mid_multiple(arm)
+        groups.append(group(x, point, MAP, point, arm, at))
+        for name, where in AT.items():
+            if where == point and studies.get(name):
                 for site, a in studies[name]['arms'].items():
                     if a['area']['per_seed']:
                         x += 0.6
-                        groups.append((x, site, name, site, list(a['area']['per_seed'].values())))
+                        groups.append(group(x, site, name, site, a, at))
         x += 1.0
     return groups
 
 
+def mid_multiple(arm):
+    """(task, multiple) where an arm's median accuracy over its runs is nearest 0.5: where a loss of
+    length shows, not where every run is at 1 or at 0. (None, None) for an arm with no eval."""
+    if not arm.get('tasks'):
+        return None, None
+    task = next(iter(arm['tasks']))
+    accs = arm['tasks'][task]
+    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
+
+
 def mid_range(res):
-    """(task, multiple) where the control of a study of snapshots, cooled late, is nearest 0.5 (the
-    median over its runs): where a loss of length shows, not where every run is at 1 or at 0."""
+    """mid_multiple of the control of a study of snapshots, cooled late; None before it is evaluated."""
     late = (res['rule']['control'], res['long']['late'])
     ctrl = next((a for a in res['arms'].values() if (a['arm'], a['point']) == late and a['tasks']), None)
-    if ctrl is None:                              # no late run of the control evaluated yet
-        return None
-    task = next(iter(ctrl['tasks']))
-    accs = ctrl['tasks'][task]
-    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
+    return mid_multiple(ctrl) if ctrl else None
 
 
 def draw_long_headline(res, path):
@@ -213,25 +225,27 @@ def draw_headline(studies, path):
     import eval_lengths                          # torch and matplotlib: only to draw
     from study.plots import dots_with_median
     groups = headline_groups(studies)
-    sites = list(dict.fromkeys(arm for _, _, study, arm, _ in groups if study != MAP))
+    sites = list(dict.fromkeys(g[3] for g in groups if g[2] != MAP))
+    panels = ['area: mean accuracy over 1x..64x', "accuracy at the multiple where the map's control is nearest 0.5"]
 
-    def draw(ax, _):
+    def draw(ax, panel):
         labelled = set()                         # one legend entry per site, whichever study drew it first
-        for x, _, study, arm, areas in groups:
+        for x, _, study, arm, areas, accs, _ in groups:
             label = 'no dropout, the regime map' if study == MAP else arm
-            dots_with_median(ax, x, areas, 'C7' if study == MAP else f"C{sites.index(arm)}",
+            dots_with_median(ax, x, areas if panel == panels[0] else accs or [float('nan')],
+                             'C7' if study == MAP else f"C{sites.index(arm)}",
                              label=None if label in labelled else label, jitter=0.03, half=0.25)
             labelled.add(label)
         for name in AT:                          # each site study named above its dots
-            xs = [x for x, _, study, _, _ in groups if study == name]
-            if xs:
+            xs = [g[0] for g in groups if g[2] == name]
+            if xs and panel == panels[0]:
                 n = sorted({len(g[4]) for g in groups if g[2] == name})
                 seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
                 ax.text(sum(xs) / len(xs), 0.95, f"{name}\n({seeds} seeds per arm)", ha='center', va='top', fontsize=8)
-        ax.set_xticks([g[0] for g in groups], [g[1] for g in groups], fontsize=8, rotation=30, ha='right')
+        ax.set_xticks([g[0] for g in groups], [g[1] if panel == panels[0] else f"{g[1]} {g[6][1]}x" for g in groups],
+                      fontsize=8, rotation=30, ha='right')
 
-    eval_lengths.plot_panels(['each site at the point of the regime map its recipe sits at'], draw, path, '',
-                             'area: mean accuracy over 1x..64x (dot: one run; bar: median)', log2=False)
+    eval_lengths.plot_panels(panels, draw, path, '', 'mqar accuracy (dot: one run; bar: median)', log2=False, width=6.5)
 
 
 def main(argv):

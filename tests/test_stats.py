@@ -214,9 +214,11 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
 
 def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map():
     from study import verdicts
-    per_seed = lambda *a: {'area': {'per_seed': {str(i + 1): v for i, v in enumerate(a)}}}   # noqa: E731
-    studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3), 'theta_1e4': per_seed(0.4),
-                                         'mamba2': per_seed(0.6)}},
+    def per_seed(*a, at4=(0.5,)):             # the area, and the accuracy at 2x (above 0.5) and 4x
+        seeds = lambda v: {'per_seed': {str(i + 1): x for i, x in enumerate(v)}}   # noqa: E731
+        return {'area': seeds(a), 'tasks': {'mqar': {'2x': seeds([0.9] * len(at4)), '4x': seeds(at4)}}}
+    studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3, at4=(0.1,)), 'theta_1e4': per_seed(0.4),
+                                         'mamba2': per_seed(0.6, at4=(0.99,))}},
                'study_sites_sensitive': {'arms': {'none': per_seed(0.41, 0.42), 'vpad': per_seed(0.45, 0.46),
                                                   'pre_norm': {'area': {'per_seed': {}}}}}}      # not run yet: no group
     groups = verdicts.headline_groups(studies)
@@ -226,6 +228,10 @@ def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map()
     xs = [g[0] for g in groups]
     assert all(b - a >= 0.6 for a, b in zip(xs, xs[1:]))                  # left to right, no slot shared
     assert groups[3][4] == [0.45, 0.46]
+    # beside the area, each run's accuracy where its map point's control is nearest 0.5: 2x for
+    # theta_1e3 (0.9 against 0.1), 4x for theta_1e4 (0.5) and its site studies' arms
+    assert [g[6][1] for g in groups] == ['2x', '4x', '4x', '4x', '2x']
+    assert groups[3][5] == [0.5]
 
 
 def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_line(tmp_path, monkeypatch, capsys):
