@@ -216,7 +216,7 @@ def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map()
     from study import verdicts
     def per_seed(*a, at4=(0.5,)):             # the area, and the accuracy at 2x (above 0.5) and 4x
         seeds = lambda v: {'per_seed': {str(i + 1): x for i, x in enumerate(v)}}   # noqa: E731
-        return {'area': seeds(a), 'tasks': {'mqar': {'2x': seeds([0.9] * len(at4)), '4x': seeds(at4)}}}
+        return {'area': seeds(a), 'tasks': {'mqar': {'2': seeds([0.9] * len(at4)), '4': seeds(at4)}}}
     studies = {'study_regime': {'arms': {'theta_1e3': per_seed(0.3, at4=(0.1,)), 'theta_1e4': per_seed(0.4),
                                          'mamba2': per_seed(0.6, at4=(0.99,))}},
                'study_sites_sensitive': {'arms': {'none': per_seed(0.41, 0.42), 'vpad': per_seed(0.45, 0.46),
@@ -230,7 +230,7 @@ def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map()
     assert groups[3][4] == [0.45, 0.46]
     # beside the area, each run's accuracy where its map point's control is nearest 0.5: 2x for
     # theta_1e3 (0.9 against 0.1), 4x for theta_1e4 (0.5) and its site studies' arms
-    assert [g[6][1] for g in groups] == ['2x', '4x', '4x', '4x', '2x']
+    assert [g[6][1] for g in groups] == ['2', '4', '4', '4', '2']
     assert groups[3][5] == [0.5]
 
 
