@@ -83,6 +83,19 @@ def _parse(key, raw, default):
         _fail(f"{key} expects {expected} (default {default!r}), got {_short(raw)} which is not a {expected} literal")
 
 
+def _reads(source, seen):
+    """The config files a config runs (exec(open('config/vpad.py').read())), and those they run in
+    turn, in order: the log names every file read."""
+    out = []
+    for path in re.findall(r"""exec\(open\(['"]([^'"]+)['"]\)\.read\(\)\)""", source):
+        if path not in seen and path not in out:
+            out.append(path)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    out += [p for p in _reads(f.read(), (*seen, *out)) if p not in out]
+    return out
+
+
 def configure(settings, argv):
     """settings: {key: default}; argv: config files and --key=value overrides, applied in order.
     -> a new dict with the same keys and the overridden values."""
@@ -98,8 +111,7 @@ def configure(settings, argv):
                 _fail(f"config file '{arg}' not found (run from the repository root; configs live in config/)")
             with open(arg) as f:
                 source = f.read()
-            # a config may run another (exec(open('config/vpad.py').read())): the log names every file read
-            read = re.findall(r"""exec\(open\(['"]([^'"]+)['"]\)\.read\(\)\)""", source)
+            read = _reads(source, (arg,))
             print(f"Overriding config with {arg}" + (f" (which reads {', '.join(read)})" if read else '') + ":")
             print(source)
             scope = dict(config)

@@ -30,6 +30,10 @@ def test_the_log_names_every_config_file_read_also_one_a_config_runs(tmp_path, c
     top.write_text(f"exec(open({str(base)!r}).read())\nout_dir = 'out/y'\n")
     assert configure(DEFAULTS, [str(top)])['batch_size'] == 4
     assert f"Overriding config with {top} (which reads {base}):" in capsys.readouterr().out
+    chain = tmp_path / 'chain.py'                 # two hops: top runs base, chain runs top
+    chain.write_text(f"exec(open({str(top)!r}).read())\n")
+    assert configure(DEFAULTS, [str(chain)])['out_dir'] == 'out/y'
+    assert f"Overriding config with {chain} (which reads {top}, {base}):" in capsys.readouterr().out
 
 
 def test_int_is_fine_where_float_expected():
