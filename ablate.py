@@ -418,9 +418,13 @@ def train_grid(runs, workers, then, finished=None):
                     n_done += 1
                     run.state = 'done'
                     print(f"{tag(run)} done in {minutes:.1f} min")
-                    if finished:
+                    if finished:                # on the freed worker's threads, given back after
+                        cores = torch.get_num_threads()
                         torch.set_num_threads(threads)
-                        finished([run])
+                        try:
+                            finished([run])
+                        finally:
+                            torch.set_num_threads(cores)
                 else:
                     failed.append(run)
                     with open(os.path.join(run.dir, rundir.TRAIN_LOG)) as f:
@@ -540,7 +544,7 @@ def main(argv):
     def evaluated(done):    # the final eval and mismatch of the runs finished (computed here, or read from jobs)
         evaluate(done, mults, cfg['eval_samples'], compute)
         measure_mismatch(done, compute)
-        if records and compute:
+        if records and not cfg['dry_run']:     # (from the caches: computed here or written by eval jobs)
             save_records(runs, records, cfg['grid_dir'])
     check_sources(runs, cfg)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it

@@ -133,10 +133,18 @@ def groups(runs):
     return list(out.values())
 
 
+def never_fit(log):
+    """A finished trunk that never fit wrote no snapshot: its branches can never train."""
+    return log[-1].get('fit_iter') is None
+
+
 def save_records(runs, records, grid_dir):
     """The record of every run of each group whose runs are all done and evaluated (a study's own,
-    not a reused one): its settings, its log's records, its final eval and mismatch with their keys."""
+    not a reused one; a trunk that never fit alone): its settings, its log's records, its final eval
+    and mismatch with their keys."""
     for group in groups(runs):
+        if group[0].state == 'done' and group[0].point == 'trunk' and never_fit(group[0].records):
+            group = group[:1]
         if any(r.reused or r.state != 'done' or r.eval is None or r.mismatch is None for r in group):
             continue
         for run in [r for r in group if not r.recorded]:      # (a recalled run's record is where it came from)
@@ -160,19 +168,26 @@ def recall(runs, records, grid_dir, mults, n):
     records (run.recorded), a whole group or none of it (a run dir that exists, trained or set aside,
     is the grid's to train). A record of other settings stops the grid; one evaluated another way
     (other multiples or examples) is left alone: its group trains again and its record is replaced."""
-    recalled = 0
+    recalled, fix = 0, "restore it (git checkout it) or delete it: its runs train again"
+
+    def read(path):
+        rec = rundir.read_json(path, fix)
+        if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
+                and all(isinstance(r, dict) and 'iter' in r and 'fit_iter' in r for r in rec['log'])
+                and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
+                        and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))):
+            raise SystemExit(f"{path} is not the record of a finished run; {fix}")
+        return rec
     for group in groups(runs):
         paths = [record_path(records, grid_dir, r) for r in group]
-        if any(r.reused or r.state != 'new' or os.path.exists(r.dir) for r in group) or \
-                not all(map(os.path.isfile, paths)):
+        if any(r.reused or r.state != 'new' or os.path.exists(r.dir) for r in group) or not os.path.isfile(paths[0]):
             continue
-        fix = "restore it (git checkout it) or delete it: its runs train again"
-        saved = [rundir.read_json(p, fix) for p in paths]
+        if group[0].point == 'trunk' and never_fit(read(paths[0])['log']):    # its branches never train
+            group, paths = group[:1], paths[:1]
+        if not all(map(os.path.isfile, paths)):
+            continue
+        saved = [read(p) for p in paths]
         for run, rec, path in zip(group, saved, paths):
-            if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
-                    and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
-                            for k in ('eval', 'mismatch'))):
-                raise SystemExit(f"{path} is not the record of a finished run; {fix}")
             differ = differing(rec['settings'], run.cfg)
             if differ:
                 raise SystemExit(f"{path} records a run with other settings ("

@@ -86,8 +86,10 @@ def mtimes(grid):
 def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
     grid, out = tmp_path / 'grid', tmp_path / 'results'
+    threads = torch.get_num_threads()
     ablate_here(cfg, '--workers=2')                                     # the trainers are processes of their own
     first = capsys.readouterr().out
+    assert torch.get_num_threads() == threads        # an eval in the grid ran on a worker's threads, then gave them back
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # scheduling flags do not change results
     assert set(res['arms']) == {'none', 'wd'}
@@ -752,6 +754,8 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     assert waited.count('submitted eval job') == 1
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
+    assert json.load(open(out / 'runs' / 'none' / 'seed1.json'))['eval']['record'] == \
+        json.load(open(run_dir / 'ablate_eval.json'))['record']        # recorded from what the eval job cached
     arm = res['arms']['none']
     assert arm['seeds'] == [1] and arm['pending_seeds'] == [] and arm['runs'] == 1
     assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch_per_seed']['1']['layers'] == 0
@@ -985,3 +989,21 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
     os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: the
     evals.recall(runs, records, grid, mults, 3)                           # trunk trains again, for its snapshot
     assert [r.state for r in runs] == ['new'] * 4
+    # a trunk that never fit wrote no snapshot: it is recorded and recalled alone, its branches never train
+    never = group(3, (True, False))
+    never[0].records = [{'iter': 9, 'fit_iter': None}]
+    evals.save_records(never, records, grid)
+    assert os.path.isfile(os.path.join(records, 'none', 'seed3.json'))
+    shutil.rmtree(grid)
+    never[0].state = never[1].state = 'new'
+    evals.recall(never, records, grid, mults, 3)
+    assert [(r.state, r.recorded) for r in never] == [('done', True), ('new', False)]
+    # a record whose eval is empty is damaged, not a run done without an eval
+    path = os.path.join(records, 'none', 'seed3.json')
+    damaged = json.load(open(path))
+    damaged['eval']['record'] = None
+    with open(path, 'w') as f:
+        json.dump(damaged, f)
+    never[0].state = 'new'
+    with pytest.raises(SystemExit, match='is not the record of a finished run'):
+        evals.recall(never, records, grid, mults, 3)
