@@ -217,7 +217,7 @@ def draw_long_headline(res, path):
                   lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
     e, late = res['long']['early'], res['long']['late']
     eval_lengths.plot_panels(list(panels), lambda ax, p: early_late(ax, res, panels[p]), path,
-                             f"cooled at +{e} | +{late} steps past the fit",
+                             f"cooled +{e} (left), +{late} (right) steps past the fit",
                              f"{task} accuracy (a line: one run; a bar: median)", log2=False)
 
 
