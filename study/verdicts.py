@@ -11,14 +11,13 @@ the point of the map its recipe sits at.
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
 """
 
-import math
 import os
 import statistics
 import sys
 
 import rundir
 
-from study.stats import DELTA, fisher_exact, fmt_p, holm, range_text, verdict, wilson
+from study.stats import DELTA, fmt_p, range_text, verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -28,49 +27,14 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
            ('study_positive', 'the instrument detects a known shift (`rope_theta` 3e4 vs 1e4)'),
            ('study_long', ('1. long training deteriorates extrapolation, weight decay hastens it',
                            '3-4, late in training: Pre-Linear dropout / VPAD extrapolate further than none')),
-           ('study_wd_sensitive', '1. long training deteriorates extrapolation, weight decay hastens it'),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
            ('study_sites_mamba2', '5. the same on Mamba2')]
-ALPHA = 0.05
-# a study with a deterioration rule is judged by it, each arm against the arm it differs from by one
-# setting (fixed in its config before the runs): Fisher on the fit runs that deteriorate, Holm over these
-DETERIORATION_PAIRS = {'study_wd_sensitive': [('none_wd', 'none'), ('vpad_wd', 'vpad'), ('vpad', 'none')]}
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
 MAP = 'study_regime'
 LONG = 'study_long'    # once it has results, the headline is its picture: each run early and late in its training
 AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
-
-
-def newcombe(k1, n1, k2, n2):
-    """95% interval of the difference of two shares k1/n1 - k2/n2 from their Wilson intervals (Newcombe's
-    hybrid score interval): it stays inside [-1, 1] and is not zero-width at 0/n or n/n."""
-    (l1, u1), (l2, u2), p1, p2 = wilson(k1, n1), wilson(k2, n2), k1 / n1, k2 / n2
-    return [p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)]
-
-
-def deterioration_rows(name, claim, res):
-    """A study judged by the deterioration rule on its quick evals (counts, Fisher, Holm over its pairs):
-    'higher' / 'lower' (the share that deteriorates) where Holm's p <= 0.05, else 'not resolved' with
-    the 95% interval of the difference of the shares."""
-    link, arms = f"[{name}](results/{name}/README.md)", res['arms']
-    tests = []                                   # (a, b, their counts, Fisher p)
-    for a, b in DETERIORATION_PAIRS[name]:
-        da, db = arms[a]['deterioration'], arms[b]['deterioration']
-        if da['of'] and db['of']:
-            tests.append((a, b, da, db, fisher_exact(da['count'], da['of'] - da['count'],
-                                                     db['count'], db['of'] - db['count'])))
-    out = []
-    for (a, b, da, db, p), p_holm in zip(tests, holm([t[4] for t in tests])):
-        lo, hi = newcombe(da['count'], da['of'], db['count'], db['of'])
-        said = ('higher' if da['count'] / da['of'] > db['count'] / db['of'] else 'lower') if p_holm <= ALPHA else \
-            f"not resolved: [{lo:+.2f}, {hi:+.2f}]"
-        out.append(f"| {claim} | {link} | {a} vs {b}: share that deteriorates {da['count']}/{da['of']} vs "
-                   f"{db['count']}/{db['of']} fit runs (Fisher); area at the end {arms[a]['area']['mean']:.3f} vs "
-                   f"{arms[b]['area']['mean']:.3f} | {fmt_p(p)} | {fmt_p(p_holm)} | {min(da['of'], db['of'])} per arm "
-                   f"| {said} |")
-    return out
 
 
 def paired_row(claim, link, what, t, delta, holm_p=True):
@@ -108,8 +72,6 @@ def long_rows(name, claims, res):
 
 
 def rows(name, claim, res):
-    if name in DETERIORATION_PAIRS:
-        return deterioration_rows(name, claim, res)
     if 'long' in res:
         return long_rows(name, claim, res)
     link = f"[{name}](results/{name}/README.md)"
@@ -217,7 +179,7 @@ def draw_long_headline(res, path):
                   lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
     e, late = res['long']['early'], res['long']['late']
     eval_lengths.plot_panels(list(panels), lambda ax, p: early_late(ax, res, panels[p]), path,
-                             f"cooled +{e} (left), +{late} (right) steps past the fit",
+                             f"cooled at fit +{e} | fit +{late}",
                              f"{task} accuracy (a line: one run; a bar: median)", log2=False)
 
 

@@ -154,30 +154,6 @@ def test_verdict_rows_say_untestable_at_ceiling_and_read_their_label_from_the_in
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith('| equivalent within +-0.05 |')
 
 
-def test_a_deterioration_study_is_judged_by_its_rule_each_arm_against_the_arm_it_differs_from_by_one_setting():
-    from study import stats, verdicts
-    arm = lambda count, area: {'deterioration': {'count': count, 'of': 12}, 'area': {'mean': area}}   # noqa: E731
-    res = {'arms': {'none': arm(0, 0.42), 'none_wd': arm(1, 0.41), 'vpad': arm(2, 0.43), 'vpad_wd': arm(10, 0.30)}}
-    none_wd, vpad_wd, vpad = verdicts.rows('study_wd_sensitive', 'claim', res)
-    p = stats.fisher_exact(10, 2, 2, 10)                  # vpad_wd against vpad, not against none
-    assert f'vpad_wd vs vpad: share that deteriorates 10/12 vs 2/12 fit runs (Fisher); area at the end 0.300 ' \
-           f'vs 0.430 | {p:.3f} |' in vpad_wd
-    assert p < 0.05 / 3 and vpad_wd.endswith('| higher |')
-    lo, hi = verdicts.newcombe(1, 12, 0, 12)                   # 1/12 vs 0/12: the interval of the shares' difference
-    assert none_wd.endswith(f'| not resolved: [{lo:+.2f}, {hi:+.2f}] |') and lo < 0 < hi
-    # Newcombe (1998), Statistics in Medicine 17:873, table II, method 10: 56/70 - 48/80 and 9/10 - 3/10
-    assert verdicts.newcombe(56, 70, 48, 80) == pytest.approx([0.0524, 0.3339], abs=5e-5)
-    assert verdicts.newcombe(9, 10, 3, 10) == pytest.approx([0.1705, 0.8090], abs=5e-5)
-    small = verdicts.rows('study_wd_sensitive', 'claim', {'arms': dict(res['arms'], none=arm(11, 0.42))})[2]
-    # p < 0.001 keeps its digits
-    assert f"| {stats.fmt_p(stats.fisher_exact(2, 10, 11, 1))} |" in small and '| 0.000 |' not in small
-    res['arms']['none_wd']['deterioration']['count'] = 0       # 0/12 vs 0/12: the rule never fired, nothing is resolved
-    assert verdicts.rows('study_wd_sensitive', 'claim', res)[0].endswith('| not resolved: [-0.24, +0.24] |')
-    res['arms']['vpad_wd']['deterioration']['of'] = 0          # never fit: that comparison is left out
-    assert ([r.split(' | ')[2].split(':')[0] for r in verdicts.rows('study_wd_sensitive', 'claim', res)]
-            == ['none_wd vs none', 'vpad vs none'])
-
-
 def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
     from study import verdicts
     t = lambda d, p: {'difference': d, 'ci95': [d - 0.02, d + 0.02], 'sd': 0.03, 'p': p, 'p_holm': p,   # noqa: E731
