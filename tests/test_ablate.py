@@ -734,6 +734,7 @@ def fake_slurm(tmp_path, monkeypatch, sbatch):
     return fake
 
 
+@pytest.mark.slow   # ~11 s; the Slurm tests cover the same path on a cluster; .ci/run runs -m slow
 def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, capsys):
     """submitit_local jobs (processes here) train and then evaluate a run. A rerun while its train job
     runs does not submit it again; --wait waits for it, then for the eval job it submits; a rerun

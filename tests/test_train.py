@@ -161,6 +161,7 @@ def assert_same_run(a_dir, b_dir, exact=False):
     assert all(torch.equal(pa[k], pb[k]) if exact else torch.allclose(pa[k], pb[k], atol=1e-5) for k in pa)
 
 
+@pytest.mark.slow   # ~20 s of process starts (two torchruns of 3 processes); .ci/run runs -m slow
 def test_ddp_two_processes_match_one_with_dropout_and_resume(data_dir, tmp_path):
     """Dropout masks are seeded by (seed, step, micro-batch), so 2 processes that each take one of
     the 2 micro-batches of a step train exactly like 1 process taking both; and so do they after a
