@@ -245,12 +245,19 @@ def long_training(arms_out, cfg):
         tests = {a: dict(t, family=family) for a, t in tests.items() if t}
         adjust(list(tests.values()), delta)
         out['change_vs_control'].update(tests)
-    runs = [(shift_change[a][s], area_change[a][s]) for a in cfg['arms'] for s in shift_change[a]
-            if s in area_change[a]]
-    r, ci, n = pearson([m for m, _ in runs], [d for _, d in runs])
-    out['mismatch_vs_change'] = {'r': r, 'ci95': ci, 'runs': n, 'interval': "Fisher's z",
+    runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
+            for a in cfg['arms']}
+
+    def correlation(pairs):
+        return dict(zip(('r', 'ci95', 'runs'), pearson([m for m, _ in pairs], [d for _, d in pairs])))
+    # pooled over the arms, r also follows the arms' different means (a site whose shift grows most
+    # may gain most on average); within an arm only the runs' own variation is left
+    out['mismatch_vs_change'] = {**correlation([x for pairs in runs.values() for x in pairs]),
+                                 'by_arm': {a: correlation(pairs) for a, pairs in runs.items() if pairs},
+                                 'interval': "Fisher's z",
                                  'what': 'per run: the change of the per-token shift (cooled, late minus early) '
-                                         'against the change of its area, over the runs with dropout'}
+                                         'against the change of its area, over the runs with dropout, and within '
+                                         'each arm'}
     return out
 
 

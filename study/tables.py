@@ -222,9 +222,16 @@ def long_training_tables(results):
             lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], delta)) + ' |')
         r = L['mismatch_vs_change']
         lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
-                  f"dropout): " + ('too few runs' if r['r'] is None else f"r = {r['r']:+.2f}" + (
-                      f" [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] (95%, Fisher's z)" if r['ci95'] else '')) + '.']
+                  f"dropout; 95% intervals by Fisher's z): {correlation_text(r)}; within each arm (the arms' "
+                  f"different means left out): " + '; '.join(f"{a} {correlation_text(c)} ({c['runs']} runs)"
+                                                           for a, c in r['by_arm'].items()) + '.']
     return lines + ['']
+
+
+def correlation_text(c):
+    if c['r'] is None:
+        return 'too few runs'
+    return f"r = {c['r']:+.2f}" + (f" [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]" if c['ci95'] else '')
 
 
 def format_markdown(results):

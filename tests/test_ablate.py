@@ -674,6 +674,9 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     assert set(L['mismatch']) == {'vpad'} and L['mismatch_vs_change']['runs'] == 6
     assert L['mismatch_vs_change']['r'] == pytest.approx(stats.pearson(
         [0.5 * -n + 0.01 * s for s, n in zip(range(1, 7), noise)], noise)[0])
+    # the only arm with dropout: within it, the same runs and the same r
+    assert L['mismatch_vs_change']['by_arm'] == {'vpad': pytest.approx({k: L['mismatch_vs_change'][k]
+                                                                         for k in ('r', 'ci95', 'runs')})}
     md = tables.format_markdown(res)
     assert '**Long training**' in md and '| vpad | +0.00' in md and '| sites |' in md
     assert 'none +10000 uncooled 0 of 6' in md and 'none +1000 0 of' not in md     # the old rule: on trunks only
@@ -682,6 +685,31 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     from study import verdicts                                          # the README's headline, from this study
     assert verdicts.mid_range(res) == ('niah_single', '16')            # the control's late 16x sits nearest 0.5
     verdicts.draw_long_headline(res, str(tmp_path / 'headline.png'))
+
+
+def test_the_mismatch_correlation_is_also_given_within_each_arm():
+    """Two sites whose shift growth and area change are unrelated run by run, but one grows more and
+    gains more on average: pooled over the arms r is large, within each arm it is 0."""
+    growth, change = [1, 2, 3, 4, 5], [0.01, -0.01, 0.0, -0.01, 0.01]          # uncorrelated: sum of products 0
+    arms_out = {}
+    for arm, g0, c0 in (('x', 0, 0.0), ('y', 10, 0.2)):
+        for point, g, c in ((1000, [0] * 5, [0.0] * 5), (10000, growth, change)):
+            arms_out[f"{arm} +{point}"] = {
+                'arm': arm, 'point': point,
+                'area': {'per_seed': {str(s): 0.5 + (c0 + dc if point == 10000 else 0) for s, dc in zip(range(1, 6), c)}},
+                'mismatch_per_seed': {str(s): {'token_shift': 0.1 + 0.01 * (g0 + dg if point == 10000 else 0)}
+                                      for s, dg in zip(range(1, 6), g)}}
+    cfg = {'early_snapshot': 1000, 'late_snapshot': 10000, 'delta': 0.05, 'arms': {'x': {}, 'y': {}},
+           'control': '', 'families': {}}
+    m = json.loads(json.dumps(outcomes.long_training(arms_out, cfg)))['mismatch_vs_change']
+    pooled = stats.pearson([0.01 * g for g in growth] + [0.01 * (10 + g) for g in growth],
+                           change + [0.2 + c for c in change])[0]
+    assert m['runs'] == 10 and m['r'] == pytest.approx(pooled) and pooled > 0.9
+    assert {a: (c['runs'], c['r']) for a, c in m['by_arm'].items()} == {'x': (5, pytest.approx(0, abs=1e-9)),
+                                                                       'y': (5, pytest.approx(0, abs=1e-9))}
+    text = '\n'.join(tables.long_training_tables({'long': json.loads(json.dumps(outcomes.long_training(arms_out, cfg))),
+                                                    'rule': {'control': '', 'label': 'labels'}}))
+    assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
 
 
 def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
