@@ -6,8 +6,8 @@
 # steps past its fit, with cooled snapshots at +1000 and +10,000 (1000 steps of decay to min_lr each,
 # then the final eval). No dropout, Pre-Linear dropout and VPAD, paired by seed; seeds run one at a
 # time across the arms, so a grid cut short still pairs them (8 seeds at least, 12 if time allows).
-#   python ablate.py config/study_long_mamba2.py --workers=2   # ~15 min a run on one thread (a Mamba2 step
-#                                                             # costs ~1.8x the transformer's), ~4.5 h for 36
+#   python ablate.py config/study_long_mamba2.py --workers=2   # a trunk took 20-21 min on one thread (a Mamba2
+#                                                             # step costs ~1.8x the transformer's), ~7 h for 36
 base_config = 'config/sensitive.py'
 common = {
     'block_pattern': 'M',
