@@ -702,14 +702,14 @@ def test_the_mismatch_correlation_is_also_given_within_each_arm():
                                       for s, dg in zip(range(1, 6), g)}}
     cfg = {'early_snapshot': 1000, 'late_snapshot': 10000, 'delta': 0.05, 'arms': {'x': {}, 'y': {}},
            'control': '', 'families': {}}
-    m = json.loads(json.dumps(outcomes.long_training(arms_out, cfg)))['mismatch_vs_change']
+    long = json.loads(json.dumps(outcomes.long_training(arms_out, cfg)))
+    m = long['mismatch_vs_change']
     pooled = stats.pearson([0.01 * g for g in growth] + [0.01 * (10 + g) for g in growth],
                            change + [0.2 + c for c in change])[0]
     assert m['runs'] == 10 and m['r'] == pytest.approx(pooled) and pooled > 0.9
     assert {a: (c['runs'], c['r']) for a, c in m['by_arm'].items()} == {'x': (5, pytest.approx(0, abs=1e-9)),
                                                                        'y': (5, pytest.approx(0, abs=1e-9))}
-    text = '\n'.join(tables.long_training_tables({'long': json.loads(json.dumps(outcomes.long_training(arms_out, cfg))),
-                                                    'rule': {'control': '', 'label': 'labels'}}))
+    text = '\n'.join(tables.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
     assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
 
 
