@@ -16,7 +16,7 @@ common = {
     'steps_after_fit': 10000,              # the trunk: fit + 10,000 steps at the peak rate
     'snapshots_after_fit': '1000,4000,10000',
     'cooldown_iters': 1000,                # each branch: 1000 steps of cosine decay to min_lr
-    'max_iters': 14000,                    # the cap on the search for the fit (fits came at 1000-2000 steps)
+    'max_iters': 14000,                    # the cap on the search for the fit (fits came at 1000-3500 steps)
     'eval_interval': 250,                  # the quick eval: where the control sits mid-range (regime map:
     'eval_multiples': '1,2,4,8',           # 0.88 / 0.67 / 0.27 at 2x / 4x / 8x)
     'eval_samples': 128,

@@ -6,12 +6,13 @@
 # steps past its fit, with cooled snapshots at +1000 and +10,000 (1000 steps of decay to min_lr each,
 # then the final eval). No dropout, Pre-Linear dropout and VPAD, paired by seed; seeds run one at a
 # time across the arms, so a grid cut short still pairs them (8 seeds at least, 12 if time allows).
-#   python ablate.py config/study_long_mamba2.py --workers=2   # a trunk took 20-21 min on one thread (a Mamba2
-#                                                             # step costs ~1.8x the transformer's), ~7 h for 36
+#   python ablate.py config/study_long_mamba2.py --workers=2   # a trunk took 15-21 min on one thread, its
+#                                        # branches 3 more (~1.8x the transformer's step at this width, 64, and
+#                                        # 1 thread; bench.py's wider models: 0.85-0.90x), ~6-7 h for 36
 base_config = 'config/sensitive.py'
 common = {
     'block_pattern': 'M',
-    'max_iters': 6000,                     # the cap on the search for the fit (Mamba2 fit at 1750-5500 steps)
+    'max_iters': 6000,                     # the cap on the search for the fit (study_sites_mamba2: fit at 1250-5500 steps)
     'steps_after_fit': 10000,              # the trunk: fit + 10,000 steps at the peak rate
     'snapshots_after_fit': '1000,10000',
     'cooldown_iters': 1000,                # each branch: 1000 steps of cosine decay to min_lr

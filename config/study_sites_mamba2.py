@@ -5,7 +5,7 @@
 # other studies (the decay after the fit; study_mamba2, archived, ran under the old schedule).
 #   python ablate.py config/study_sites_mamba2.py --workers=2
 base_config = 'config/sensitive.py'
-common = {'block_pattern': 'M', 'max_iters': 6000}     # Mamba2 fits later (regime map: 1750-2250 steps)
+common = {'block_pattern': 'M', 'max_iters': 6000}     # Mamba2 fits later (here 1250-5500 steps)
 arms = {
     'none': {'dropout_site': 'none'},
     'pre_norm': {'dropout_site': 'pre_norm'},

@@ -8,7 +8,7 @@
 out_dir = 'out/vpad'
 
 # data: mqar (4 single-token key-value pairs open a document, 2 of the keys are asked at its end):
-# the key is needed (with the asked key absent, accuracy falls to chance: results/ablate_pilot)
+# the key is needed (with the asked key absent, accuracy falls to chance: results/archive/ablate_pilot)
 data_dir = 'data/mqar_64'
 tasks = 'mqar'
 num_tokens = 6_000_000     # about what a run reads (2500 steps x 32 rows x 64 tokens = 5.1M, rows drawn at random)

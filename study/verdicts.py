@@ -4,8 +4,9 @@ no figure in it can drift from its results: one row per arm tested against its s
 (the area paired by seed, its 95% interval, the paired p and Holm's over the study's sites, the
 seeds), "untestable" where the control is at ceiling, and one row per map (a study without a
 control). The table sits between the markers below in README.md. The headline figure
-(results/headline.png, with matplotlib) is the regime map with each site study's runs drawn beside
-the point of the map its recipe sits at.
+(results/headline.png, with matplotlib) is study_long's picture, each run cooled early and late in
+its own training; without study_long's results it falls back to the regime map with each site
+study's runs drawn beside the point of the map its recipe sits at.
 
     python -m study.verdicts            # rewrite the table in README.md and draw results/headline.png
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
