@@ -123,7 +123,7 @@ from checks import check_config  # noqa: E402
 from schedule import branch_argv, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
-from study.evals import RECORDS, evaluate, measure_mismatch, recall, save_records  # noqa: E402
+from study.evals import RECORDS, evaluate, measure_mismatch, never_fit, recall, save_records  # noqa: E402
 from study.outcomes import find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
@@ -539,6 +539,10 @@ def main(argv):
     records = os.path.join(cfg['results_dir'], RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
     if records:
         recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'])
+    # a trunk that finished without fitting wrote no snapshot: its branches can never train, so they are
+    # not runs of this grid (not pending, not "not finished"); the trunk is summarized as never fit
+    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and never_fit(r.records)}
+    runs = [r for r in runs if r.trunk not in stranded]
     compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
 
     def evaluated(done):    # the final eval and mismatch of the runs finished (computed here, or read from jobs)

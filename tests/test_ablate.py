@@ -290,7 +290,8 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
     """A study of trunks (snapshots_after_fit): each trunk's cooldown branches are runs of the grid, in
     <trunk>/cooldown<k>, that resume the snapshot the trunk writes at fit + k; a dry run lists them
     after their trunk. A trunk that never fits writes no snapshot: the grid trains it, then says its
-    branches were not trained and why, and ends (it does not wait for them forever)."""
+    branches were not trained and why, and ends (it does not wait for them forever); rerun, the grid
+    is finished, its branches not pending."""
     cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', control='',
                 common={**TINY, 'data_dir': str(tmp_path / 'data'), 'steps_after_fit': 4, 'snapshots_after_fit': '2,4',
                         'cooldown_iters': 2, 'max_iters': 2})
@@ -306,6 +307,10 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
         assert (f"[none seed 1, cooldown at fit + {k}] not trained: its trunk ({trunk}) has not written the "
                 f"snapshot") in out
     assert os.path.exists(os.path.join(trunk, 'ckpt.pt')) and not os.path.exists(os.path.join(trunk, 'cooldown2'))
+    ablate_here(cfg)          # rerun: the trunk is done and never fit, so its branches are no longer pending
+    assert '1 runs, 1 finished, 0 to train' in capsys.readouterr().out
+    res = json.load(open(tmp_path / 'grid' / 'results.json'))
+    assert [(a['point'], a['never_fit'], a['pending_seeds']) for a in res['arms'].values()] == [('trunk', [1], [])]
 
 
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
