@@ -30,6 +30,7 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
                            '3-4, late in training: Pre-Linear dropout / VPAD extrapolate further than none')),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
+           ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2')]
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
@@ -55,7 +56,7 @@ def long_rows(name, claims, res):
     area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
     change, claim_1, sites = L['change'].get(c), [], []
     if change and c in area:
-        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late} steps past the fit, "
+        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late}, "
                                                    f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
                                                    f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
     claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)

@@ -167,7 +167,7 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
                     'change_vs_control': {'vpad': t(0.01, 0.6), 'none_wd': t(-0.10, 0.002)}}}
     rows = verdicts.rows('study_long', ('claim 1', 'claims 3-4'), res)
     assert [r.split(' | ')[0] for r in rows] == ['| claim 1'] * 4 + ['| claims 3-4']
-    assert 'none: cooled area at +1000 -> +10000 steps past the fit, 0.500 -> 0.400, -0.100 [-0.120, -0.080] ' \
+    assert 'none: cooled area at +1000 -> +10000, 0.500 -> 0.400, -0.100 [-0.120, -0.080] ' \
         '| 0.001 | - |' in rows[0] and rows[0].endswith('| lower |')
     assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith('| equivalent within +-0.05 |')
     assert 'none_wd vs none, cooled area at +10000: 0.300 vs 0.400, -0.100' in rows[3] and rows[3].endswith('| lower |')
