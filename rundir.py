@@ -53,6 +53,7 @@ ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': ''}
 CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, step, fit)
 LOG = 'log.jsonl'                 # one record per eval: losses, the length eval, the fit
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
+EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
 TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'
@@ -60,6 +61,42 @@ TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/l
 EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
 LENGTH_EVAL = 'eval_lengths.json'           # eval_lengths.py's record (its plot: .png for .json, in the first run)
 ABSENT_KEY_EVAL = 'eval_absent_key.json'    # ... with --absent_key=True, the key probe's
+
+
+def eval_cache(variant=''):
+    """A study's cached final eval of a run dir: ablate_eval.json plain, ablate_eval_<variant>.json under a
+    length-scaling variant (eval_lengths.parse_variant)."""
+    return EVAL_CACHE.replace('.json', f'_{variant}.json') if variant else EVAL_CACHE
+
+
+def provenance(device='cpu'):
+    """What made a number: the code's commit (and whether tracked files differ from it), torch and Python,
+    the CPU model, torch's thread count and the device. A run reproduces bit for bit on the same code, CPU
+    model, torch and threads; on another CPU its per-seed values may differ. 'unknown' where not found."""
+    import platform
+    import subprocess
+    import torch
+    root = os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args):
+        try:
+            out = subprocess.run(['git', '-C', root, *args], capture_output=True, text=True, timeout=20)
+            return out.stdout.strip() if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+    commit, changed = git('rev-parse', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
+    cpu = 'unknown'
+    with contextlib.suppress(OSError):
+        with open('/proc/cpuinfo') as f:
+            cpu = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), cpu)
+    if cpu == 'unknown':
+        cpu = platform.processor() or cpu
+    device = str(device)
+    if device.startswith('cuda'):
+        device = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return {'commit': commit or 'unknown', 'dirty': None if changed is None else bool(changed),
+            'torch': torch.__version__, 'python': platform.python_version(), 'cpu': cpu,
+            'threads': torch.get_num_threads(), 'device': device}
 
 
 def ckpt_path(path):

@@ -146,6 +146,7 @@ class Run:
     notes: dict = field(default_factory=dict)    # init_from and init_iter of continued training
     last: dict = field(default_factory=dict)     # what the resumed checkpoint logged of its step
     logged: dict = field(default_factory=dict)   # {iter: log record} written so far
+    provenance: Optional[dict] = None            # rundir.provenance(): in the first record this process logs
     t_start: float = 0.0
 
 
@@ -341,10 +342,12 @@ def log_eval(run, cfg, val_loss, accs, final, standing):
     record = {'iter': run.iter_num, 'train_loss': run.train_loss, 'val_loss': val_loss,
               'lr': run.schedule.lr(run.iter_num), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
               'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs, 'fit_iter': run.schedule.fit_iter,
-              **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {})}
+              **({'final': True} if final else {}), **(run.notes if run.iter_num == run.start_iter else {}),
+              **({'provenance': run.provenance} if run.provenance else {})}
     with rundir.writing(run.log_path, f'the log record of iter {run.iter_num}', standing):
         rundir.append_line(run.log_path, json.dumps(record))
     run.logged[run.iter_num] = record
+    run.provenance = None
     for task, by_m in accs.items():
         print(f"eval {run.iter_num}: val loss {val_loss if val_loss is None else round(val_loss, 4)}, {task} accuracy "
               + ", ".join(f"{int(m[:-1]) * cfg['block_size']} ({m}): {'n/a (skipped)' if a is None else f'{a:.2f}'}"
@@ -422,6 +425,7 @@ def main(argv):
     start_model(run, cfg, checked.model, procs.device)
     tokens_per_iter = procs.step_rows * cfg['block_size']
     if procs.master:
+        run.provenance = rundir.provenance(procs.device) | {'processes': procs.world_size}
         with rundir.writing(run.log_path, 'the log', standing):
             run.logged = rundir.open_log(run.log_path, run.resumed, run.iter_num)
         tok_path = os.path.join(out_dir, rundir.TOKENIZER)            # eval_lengths.py reads it from the run dir
