@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, settings_of
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS
 import rundir
 import sample_data
 
@@ -46,6 +46,11 @@ seed = 0                    # the evaluation seed stream (sample_data keeps it a
 absent_key = False          # the key probe: ask for keys the prompt never mentions (niah_single, mqar);
                             # a model that reads the key falls to chance, one that ignores it does not
 plot = True                 # write eval_lengths.png (the probe: eval_absent_key.png) when matplotlib is installed
+# what a practitioner does first past the training length T, no training: at eval length L, s = L / T (1 at 1x,
+# where every variant is the plain eval); RoPE layers only. A variant's record goes to eval_lengths_<variant>.json
+rope_scaling = 'none'       # 'none'; 'pi' (positions / s); 'ntk' (base theta s^(D/(D-2))); 'yarn' (NTK-by-parts
+                            # with beta 32 / 1, and cos, sin x 0.1 ln s + 1)
+logit_scale = ''            # attention logits x: '' (1); 'log' (log L / log T); a number c (c where L > T)
 # -----------------------------------------------------------------------------
 
 
@@ -58,6 +63,55 @@ def parse_multiples(key, text):
     if not mults or min(mults) < 1:
         raise ValueError(f"{key}={text!r}: give positive integers separated by commas, e.g. 1,2,4")
     return mults
+
+
+def variant_name(rope, logit):
+    """('ntk', 'log') -> 'ntk+log'; ('none', '1.5') -> 'logit1.5'; ('none', '') -> '' (the plain eval)."""
+    return '+'.join(p for p in (rope if rope != 'none' else '', 'log' if logit == 'log' else
+                                f'logit{float(logit):g}' if logit else '') if p)
+
+
+def parse_variant(name):
+    """A variant's name -> (rope_scaling, logit_scale): 'yarn' -> ('yarn', ''), 'ntk+log' -> ('ntk', 'log'),
+    'logit1.5' -> ('none', '1.5'), '' -> ('none', ''). Anything else is a ValueError that lists the parts."""
+    rope, logit = 'none', ''
+    for part in name.split('+') if name else []:
+        if part in ROPE_SCALINGS[1:] and rope == 'none':
+            rope = part
+        elif part == 'log' and not logit:
+            logit = 'log'
+        elif part.startswith('logit') and not logit and is_factor(part[5:]):
+            logit = part[5:]
+        else:
+            raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
+                             f"and one logit scale, 'log' or 'logit<factor>' (e.g. 'yarn', 'ntk+log', 'logit1.2')")
+    return rope, logit
+
+
+def is_factor(text):
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def check_variant(rope, logit):
+    """-> the variant's name ('' plain); a one-line ValueError for a bad rope_scaling or logit_scale."""
+    if rope not in ROPE_SCALINGS:
+        raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
+    if logit not in ('', 'log') and not is_factor(logit):
+        raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive number")
+    return variant_name(rope, logit)
+
+
+def record_name(variant, absent_key=False):
+    """The file a run dir's eval is written to: eval_lengths.json, eval_lengths_<variant>.json, the probe's."""
+    name = rundir.ABSENT_KEY_EVAL if absent_key else rundir.LENGTH_EVAL
+    return name.replace('.json', f'_{variant}.json') if variant else name
+
+
+def has_rope(model):
+    return any(layer in 'RW' for layer in model.describe_layers())
 
 
 def load_run(run_dir, device):
@@ -135,8 +189,9 @@ def available_bytes(device):
 
 
 @torch.no_grad()
-def score(model, examples, device):
-    """Teacher-forced exact match. -> list over examples of lists of booleans (one per value)."""
+def score(model, examples, device, scaling=None):
+    """Teacher-forced exact match (scaling: the model's LengthScaling, None plain). -> list over
+    examples of lists of booleans (one per value)."""
     seqs = [ex.prompt + ex.answer for ex in examples]
     T = max(len(s) for s in seqs) - 1
     idx = torch.zeros(len(seqs), T, dtype=torch.long)
@@ -147,7 +202,7 @@ def score(model, examples, device):
         for s0, e0 in ex.value_spans:                     # the scored tokens (mqar's asked keys are given)
             targets[b, start + s0:start + e0] = torch.tensor(ex.answer[s0:e0])
     # (N, V), N = all answer tokens, row-major; the caller's autocast
-    logits, _ = model(idx.to(device), targets.to(device))
+    logits, _ = model(idx.to(device), targets.to(device), **({'scaling': scaling} if scaling else {}))
     hit = (logits.argmax(-1) == targets[targets != -1].to(device)).cpu().tolist()
     out, i = [], 0
     for ex in examples:
@@ -164,9 +219,10 @@ def accuracy(values_correct):
     return sum(sum(v) / len(v) for v in values_correct) / len(values_correct)
 
 
-def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False):
+def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant=''):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
-    (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys).
+    (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys);
+    variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size.
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
@@ -176,9 +232,11 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
     examples = sample_data.eval_examples(task, tok, length, n, seed=seed, absent_key=absent_key)
+    T = model.config.block_size
+    scaling = LengthScaling(*parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []
     for i in range(0, n, batch_size):
-        correct += score(model, examples[i:i + batch_size], device)
+        correct += score(model, examples[i:i + batch_size], device, scaling)
     return accuracy(correct)
 
 
@@ -187,7 +245,7 @@ def trained_tasks(train_cfg):
 
 
 def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
-                leave=True):
+                leave=True, variant=''):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
     task's shortest document or would not fit in memory (each skip printed with its reason).
@@ -200,7 +258,7 @@ def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, abs
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
         else:
             try:
-                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key)
+                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant)
             except (MemoryError, torch.OutOfMemoryError) as e:
                 tqdm.write(f"{task} at {m}x skipped: {rundir.first_line(e)}")
                 if str(device).startswith('cuda'):
@@ -216,21 +274,31 @@ def bf16_on_gpu(device, dtype):
     return str(device).startswith('cuda') and rundir.pick_dtype(dtype, device) == 'bfloat16'
 
 
-def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False):
-    """Evaluate one run dir: task_names=None means the tasks it was trained on.
-    -> the record written to run/eval_lengths.json: {'run', 'block_size', 'trained', 'n', ...,
-    'length_eval': {task: {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
+def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False, variant=''):
+    """Evaluate one run dir: task_names=None means the tasks it was trained on; variant: a length-
+    scaling variant's name ('' plain). -> the record written to run/eval_lengths.json (a variant's to
+    eval_lengths_<variant>.json): {'run', 'block_size', 'trained', 'n', ..., 'length_eval': {task:
+    {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
     model, tok, train_cfg = load_run(run, device)
+    if variant and not has_rope(model):
+        raise SystemExit(f"{run}: eval variant {variant!r} rescales RoPE layers, and this model has none "
+                         f"(layers {''.join(model.describe_layers())}): evaluate it plain")
     trained = trained_tasks(train_cfg)
     task_names = task_names or trained
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
     t0 = time.time()
     with torch.autocast('cuda', dtype=torch.bfloat16, enabled=bf16_on_gpu(device, train_cfg.get('dtype', 'auto'))):
-        accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run)
+        accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run,
+                           variant=variant)
+    named = {}
+    if variant:
+        rope, logit = parse_variant(variant)
+        named = {'variant': variant, 'rope_scaling': rope, 'logit_scale': logit,
+                 'scale': 's = L / block_size at each length'}
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
-            'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}),
-            'elapsed_s': round(time.time() - t0, 1), 'length_eval': accs}
+            'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,
+            'elapsed_s': round(time.time() - t0, 1), 'provenance': rundir.provenance(device), 'length_eval': accs}
 
 
 def format_table(records, mults):
@@ -304,22 +372,27 @@ def check_args(cfg):
         raise SystemExit(f"config error: {e}; or tasks=trained: the tasks each run trained on")
     try:
         mults = parse_multiples('multiples', cfg['multiples'])
+        variant = check_variant(cfg['rope_scaling'], cfg['logit_scale'])
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
-    return runs, task_names, mults
+    return runs, task_names, mults, variant
 
 
 def main(argv):
     cfg = configure(settings_of(globals()), argv)
-    runs, task_names, mults = check_args(cfg)
+    runs, task_names, mults, variant = check_args(cfg)
     done = []                 # Ctrl-C or SIGTERM: one line, saying which runs' evals were written
     rundir.exit_on_signals(lambda: f"stopped: {len(done)} of {len(runs)} run(s) evaluated and written"
                                    + (f" ({', '.join(done)})" if done else '') + "; rerun: "
                                    + shlex.join(['python', 'eval_lengths.py', *argv]))
     dev = rundir.pick_device(cfg['device'])
-    name = rundir.ABSENT_KEY_EVAL if cfg['absent_key'] else rundir.LENGTH_EVAL
+    name = record_name(variant, cfg['absent_key'])
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
-        why = too_many_examples(cfg['eval_samples'], min(mults) * load_run(run, 'cpu')[0].config.block_size)
+        model = load_run(run, 'cpu')[0]
+        if variant and not has_rope(model):
+            raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "
+                             f"rope_scaling and logit_scale rescale RoPE layers; evaluate it plain")
+        why = too_many_examples(cfg['eval_samples'], min(mults) * model.config.block_size)
         if why:                 # else every point would be skipped, and the run's eval overwritten with nothing
             raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,}: {why} (at {run}'s shortest length): "
                              f"lower eval_samples; nothing was written")
@@ -328,12 +401,13 @@ def main(argv):
     records = []
     for run in runs:
         rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
-                           absent_key=cfg['absent_key'])
+                           absent_key=cfg['absent_key'], variant=variant)
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
         done.append(run)
-    probe = ', the key probe: keys the prompt never mentions' if cfg['absent_key'] else ''
+    probe = (', the key probe: keys the prompt never mentions' if cfg['absent_key'] else '') + (
+        f", eval variant {variant} (s = L / T per length)" if variant else '')
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "
           f"point{probe})")
     print(format_table(records, mults))

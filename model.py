@@ -154,13 +154,55 @@ def residual_dropout(config):
 # -----------------------------------------------------------------------------
 # Attention: RoPE for any position, sliding window without a T x T mask, NoPE global layers
 
-def rope_tables(T, D, theta, device):
+def rope_tables(T, D, theta, device, scaling=None):
     """(cos, sin) of the angles pos * theta^(-2i/d) for positions 0..T-1 and a head of width D, each
     (T, D/2) in fp32. GPT keeps them for its training length and all its RoPE layers read them:
-    computed in each layer, they took ~30% of a compiled GPU step (H200, T=1024, torch.profiler)."""
-    inv_freq = theta ** (-torch.arange(0, D, 2, device=device, dtype=torch.float32) / D)   # (D/2,)
+    computed in each layer, they took ~30% of a compiled GPU step (H200, T=1024, torch.profiler).
+    scaling: a LengthScaling past the training length (below), or None for the plain angles."""
+    if scaling is not None and scaling.s != 1:
+        inv_freq, mscale = scaled_frequencies(D, theta, scaling, device)
+    else:
+        inv_freq, mscale = theta ** (-torch.arange(0, D, 2, device=device, dtype=torch.float32) / D), 1.0  # (D/2,)
     angles = torch.arange(T, device=device, dtype=torch.float32)[:, None] * inv_freq       # (T, D/2)
-    return angles.cos(), angles.sin()
+    if mscale == 1.0:
+        return angles.cos(), angles.sin()
+    return angles.cos() * mscale, angles.sin() * mscale   # q and k both rotated: the logits scale by mscale^2
+
+# What a practitioner does first to a RoPE model past its training length T, with no training: rescale
+# RoPE at inference for an eval length L, s = L / T (recomputed per length, as Hugging Face's dynamic
+# variants do), and/or scale the attention logits. Every variant is the plain model at s = 1, and it acts
+# only on RoPE layers (through their tables: a factor c on cos and sin multiplies the logits by c^2).
+ROPE_SCALINGS = ('none', 'pi', 'ntk', 'yarn')
+
+@dataclass(frozen=True)
+class LengthScaling:
+    rope: str = 'none'     # 'pi': positions / s; 'ntk': base theta s^(D/(D-2)); 'yarn': NTK-by-parts + mscale
+    logit: str = ''        # '': none; 'log': logits x log(L) / log(T); a number c: logits x c where s > 1
+    s: float = 1.0         # L / T
+    T: int = 64            # the training length (YaRN's original_max_position_embeddings; 'log''s T)
+
+def scaled_frequencies(D, theta, sc, device):
+    """-> (inv_freq (D/2,), mscale): the rotary frequencies and the factor on cos and sin of a LengthScaling."""
+    i = torch.arange(0, D, 2, device=device, dtype=torch.float32)           # 2i, i = 0 .. D/2-1
+    plain = theta ** (-i / D)
+    if sc.rope == 'pi':                            # angles at position s p are the plain ones at p
+        inv_freq = plain / sc.s
+    elif sc.rope == 'ntk':                         # the lowest frequency, theta^(-(D-2)/D), divided by exactly s
+        inv_freq = (theta * sc.s ** (D / (D - 2))) ** (-i / D)
+    elif sc.rope == 'yarn':                        # Peng et al. 2023, as transformers' _compute_yarn_parameters
+        def dim(rotations):                        # the index i whose wavelength fits `rotations` times in T
+            return D * math.log(sc.T / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+        low, high = max(math.floor(dim(32)), 0), min(math.ceil(dim(1)), D - 1)   # beta_fast 32, beta_slow 1
+        ramp = ((torch.arange(D // 2, device=device, dtype=torch.float32) - low) / max(high - low, 1e-3)).clamp(0, 1)
+        inv_freq = plain / sc.s * ramp + plain * (1 - ramp)   # high frequencies kept, low ones interpolated
+    else:
+        inv_freq = plain
+    mscale = 0.1 * math.log(sc.s) + 1 if sc.rope == 'yarn' and sc.s > 1 else 1.0
+    if sc.logit == 'log':
+        mscale *= math.sqrt(math.log(sc.s * sc.T) / math.log(sc.T))
+    elif sc.logit and sc.s > 1:
+        mscale *= math.sqrt(float(sc.logit))
+    return inv_freq, mscale
 
 def rope(x, cos, sin):
     """Rotate pairs (x[..., :d/2], x[..., d/2:]) by rope_tables' angles. x: (B, H, T, D), cos, sin in x's dtype."""
@@ -409,19 +451,20 @@ class GPT(nn.Module):
     def get_num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, scaling=None):
         """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
         order. Under torch.compile it runs on every position instead, logits (B*T, vocab), since a
         selection whose size depends on the data would split the graph. Without targets, logits is
-        (B, 1, vocab) for the last position and loss is None."""
+        (B, 1, vocab) for the last position and loss is None. scaling: a LengthScaling for the
+        RoPE layers at an eval length past training (eval_lengths.py), None for the plain model."""
         x = self.wte(idx)                                     # (B, T, C)
         T, cfg = idx.shape[1], self.config
-        if T <= len(self.rope_cos):
+        if T <= len(self.rope_cos) and (scaling is None or scaling.s == 1):
             rope_cs = self.rope_cos[:T], self.rope_sin[:T]    # (T, D/2) each, shared by all layers
-        else:                                                 # longer than training: the same angles, computed here
-            rope_cs = rope_tables(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device)
+        else:                              # longer than training, or rescaled: the angles computed here
+            rope_cs = rope_tables(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device, scaling)
         for block in self.blocks:
             x = block(x, rope_cs)
         x = self.norm_f(x)

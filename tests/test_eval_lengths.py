@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -234,6 +235,117 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     assert os.path.exists(os.path.join(a, 'eval_absent_key.png')) or 'no eval_absent_key.png' in out
 
 
+# -----------------------------------------------------------------------------
+# the length-scaling variants, each against a direct computation of what it is defined to do
+
+def plain_angles(T, D, theta):
+    return torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+
+
+def angles_of(T, D, theta, rope, s, logit='', block=64):
+    """The angles and the factor on cos and sin that rope_tables gives a variant (from its tables)."""
+    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling(rope, logit, s, block))
+    scale = torch.sqrt(cos.double() ** 2 + sin.double() ** 2)          # (T, D/2): the factor, per entry
+    return torch.atan2(sin.double(), cos.double()), scale
+
+
+@pytest.mark.parametrize('rope', ['pi', 'ntk', 'yarn'])
+@pytest.mark.parametrize('logit', ['', 'log', '1.7'])
+def test_every_variant_is_the_plain_model_at_s_1(tok, rope, logit):
+    T, D, theta = 64, 16, 1e4
+    plain = M.rope_tables(T, D, theta, 'cpu')
+    scaled = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling(rope, logit, 1.0, T))
+    assert all(torch.equal(a, b) for a, b in zip(plain, scaled))
+    model = tiny_model(tok, nope_every=0, window=0)
+    idx = torch.randint(tok.vocab_size, (2, 128))
+    assert torch.equal(model(idx)[0], model(idx, scaling=M.LengthScaling(rope, logit, 1.0, 128))[0])
+
+
+def test_ntk_divides_the_lowest_frequency_by_exactly_s_and_keeps_the_highest():
+    T, D, theta, s = 512, 64, 1e4, 8.0
+    ang, scale = angles_of(T, D, theta, 'ntk', s)          # the lowest frequency never wraps here (< pi)
+    plain = plain_angles(T, D, theta)
+    assert torch.allclose(ang[1:, -1] / plain[1:, -1], torch.full((T - 1,), 1 / s, dtype=torch.float64), rtol=1e-5)
+    inv_freq, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('ntk', '', s, 64), 'cpu')
+    assert inv_freq[0] == 1.0 and mscale == 1.0
+    base = theta * s ** (D / (D - 2))             # the base NTK-aware scaling defines
+    direct = torch.arange(T, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling('ntk', '', s, 64))
+    assert torch.allclose(cos.double(), torch.cos(direct), atol=1e-4) and torch.allclose(scale, torch.ones_like(scale))
+
+
+def test_pi_angles_at_position_s_p_are_the_plain_angles_at_p():
+    T, D, theta, s = 64, 16, 1e4, 4
+    scaled = M.rope_tables(T * s, D, theta, 'cpu', M.LengthScaling('pi', '', float(s), T))
+    plain = M.rope_tables(T, D, theta, 'cpu')
+    for a, b in zip(scaled, plain):
+        assert torch.allclose(a[::s], b, atol=1e-5)
+
+
+def test_yarn_keeps_high_frequencies_interpolates_low_ones_ramps_between_and_scales_by_its_mscale():
+    """T = 64, theta 1e4, D = 64: beta_fast = 32 rotations fall below index 0 and beta_slow = 1 at
+    8.06, so the ramp runs over indices 0..9 (floor, ceil); mscale = 0.1 ln s + 1 on cos and sin."""
+    T, D, theta, s = 64, 64, 1e4, 16.0
+    dim = lambda rot: D * math.log(T / (rot * 2 * math.pi)) / (2 * math.log(theta))  # noqa: E731
+    low, high = max(math.floor(dim(32)), 0), min(math.ceil(dim(1)), D - 1)
+    assert (low, high) == (0, 9)
+    inv_plain = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    ramp = ((torch.arange(D // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    want = inv_plain / s * ramp + inv_plain * (1 - ramp)
+    got, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('yarn', '', s, T), 'cpu')
+    assert torch.allclose(got.double(), want, rtol=1e-5)
+    assert got[0] == pytest.approx(inv_plain[0].item(), rel=1e-6)                     # before the ramp: plain
+    assert torch.allclose(got[high:].double(), inv_plain[high:] / s, rtol=1e-5)         # after it: 1/s of plain
+    assert mscale == pytest.approx(0.1 * math.log(s) + 1)
+    cos, sin = M.rope_tables(8, D, theta, 'cpu', M.LengthScaling('yarn', '', s, T))
+    assert torch.allclose(cos[3].double(), mscale * torch.cos(3 * want), atol=1e-5)
+    assert (0.1 * math.log(64) + 1) ** 2 == pytest.approx(2.005, abs=1e-3)            # the logit factor at 64x
+
+
+@pytest.mark.parametrize('logit,factor', [('log', math.log(4 * 64) / math.log(64)), ('1.5', 1.5)])
+def test_a_logit_scale_multiplies_the_attention_logits_of_rope_layers(logit, factor):
+    """q.k after the scaled tables is the plain q.k times the factor, at every pair of positions."""
+    T, D, s = 64 * 4, 16, 4.0
+    q, k = torch.randn(1, 1, T, D, dtype=torch.float64), torch.randn(1, 1, T, D, dtype=torch.float64)
+    plain = [t.double() for t in M.rope_tables(T, D, 1e4, 'cpu')]
+    scaled = [t.double() for t in M.rope_tables(T, D, 1e4, 'cpu', M.LengthScaling('none', logit, s, 64))]
+    logits = lambda cs: M.rope(q, *cs) @ M.rope(k, *cs).transpose(-1, -2)  # noqa: E731
+    assert torch.allclose(logits(scaled), factor * logits(plain), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('name,parsed', [('yarn', ('yarn', '')), ('ntk+log', ('ntk', 'log')), ('pi', ('pi', '')),
+                                         ('log', ('none', 'log')), ('logit1.5', ('none', '1.5')), ('', ('none', ''))])
+def test_variant_names_round_trip(name, parsed):
+    assert E.parse_variant(name) == parsed and E.variant_name(*parsed) == name
+
+
+@pytest.mark.parametrize('name', ['ntk+yarn', 'bogus', 'log+log', 'logitx', 'logit-1'])
+def test_a_bad_variant_name_is_refused_naming_the_parts(name):
+    with pytest.raises(ValueError, match="at most one of pi, ntk, yarn"):
+        E.parse_variant(name)
+
+
+def test_a_variant_writes_its_own_record_beside_the_plain_one(tok, tmp_path, capsys):
+    """eval_lengths.py --rope_scaling=yarn --logit_scale=log: eval_lengths_yarn+log.json, naming its
+    variant, each accuracy what evaluate() gives under it; the plain record is not touched, and at 1x
+    the variant equals the plain eval."""
+    run = str(tmp_path / 'r')
+    save_tiny_run(run, tok, nope_every=0, window=0, config={'tasks': 'niah_single'})
+    args = [f'--out_dirs={run}', '--multiples=1,4', '--eval_samples=4', '--plot=False']
+    assert main_here(*args) is None
+    before = open(os.path.join(run, 'eval_lengths.json'), 'rb').read()
+    assert main_here(*args, '--rope_scaling=yarn', '--logit_scale=log') is None
+    assert open(os.path.join(run, 'eval_lengths.json'), 'rb').read() == before
+    rec = json.load(open(os.path.join(run, 'eval_lengths_yarn+log.json')))
+    assert (rec['variant'], rec['rope_scaling'], rec['logit_scale']) == ('yarn+log', 'yarn', 'log')
+    model = E.load_run(run, 'cpu')[0]
+    for m in (1, 4):
+        want = E.evaluate(model, tok, 'niah_single', 128 * m, 4, 8, 'cpu', variant='yarn+log')
+        assert rec['length_eval']['niah_single'][f'{m}x'] == want
+    assert rec['length_eval']['niah_single']['1x'] == json.loads(before)['length_eval']['niah_single']['1x']
+    assert 'eval variant yarn+log' in capsys.readouterr().out
+
+
 @pytest.mark.parametrize('args,words', [
     (['--eval_samples=0'], ['eval_samples']),
     (['--eval_samples=-2'], ['eval_samples']),
@@ -252,12 +364,15 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     (['--out_dirs=MISSING'], ['no checkpoint']),
     (['CORRUPT'], ['not a readable']),
     (['--eval_samples=100000000'], ['eval_samples=100,000,000', 'GiB', 'nothing was written']),
+    (['--rope_scaling=ntk2'], ['rope_scaling', 'yarn']),
+    (['--logit_scale=hot'], ['logit_scale', "'log'"]),
+    (['--rope_scaling=ntk'], ['no RoPE layer', 'evaluate it plain']),     # tiny_model's NoPE-only variant below
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
     if '--device=cuda' in args and torch.cuda.is_available():
         pytest.skip('this machine has a GPU')
     run_dir = str(tmp_path / 'r')
-    save_tiny_run(run_dir, tok)
+    save_tiny_run(run_dir, tok, **({'nope_every': 1} if args == ['--rope_scaling=ntk'] else {}))
     if args == ['NO_TOKENIZER']:
         os.remove(os.path.join(run_dir, 'tokenizer.json'))
         args = []
