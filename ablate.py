@@ -88,6 +88,8 @@ slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
 slurm_extra = ''           # other sbatch options, comma-separated key=value, e.g. account=abc,qos=high
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
 eval_samples = 100         # held-out examples per task and length in the final eval
+eval_variants = ''         # the final eval of every run (not of a trunk of branches) also under these length-scaling
+                           # variants, comma-separated (eval_lengths.py's: 'pi', 'ntk', 'yarn', 'log', 'ntk+log', ...)
 # the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
 control = 'none'           # the arm every other arm is tested against; '' = no tests
 fit_accuracy = 0.95        # a run fits at its first quick eval with every task's 1x accuracy >= this
@@ -105,6 +107,9 @@ delta = 0.05               # the smallest area difference of interest: a compari
                            # +-delta reads "equivalent within +-delta"
 families = {}              # Holm families: name -> the arms tested against the control together
                            # ({}: every arm, one family)
+comparisons = {}           # the study's own paired comparisons, beyond each arm against the control: family name ->
+                           # [[a, b], ...], a - b tested, each side 'arm', 'arm@variant' or a difference 'x - y' of
+                           # those (an interaction); Holm within each family, at each cooled point
 reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's
                            # (every setting checked equal), trained in its grid if missing; {} trains every arm here
 init_from_study = ''       # 'study/arm': each run continues (weights only) that study's run of its seed, wherever
@@ -123,12 +128,28 @@ from checks import check_config  # noqa: E402
 from schedule import branch_argv, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
-from study.evals import RECORDS, evaluate, measure_mismatch, never_fit, recall, save_records  # noqa: E402
-from study.outcomes import find_fit, summarize  # noqa: E402
+from study.evals import (RECORDS, eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402
+                         never_fit, recall, save_records)
+from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
 from study.runs import (SCHEDULING, Run, command, differing, last_progress, open_train_log, ready, state,  # noqa: E402
                         stop_trainers, tag, to_train, trainer_env)
+
+
+def parse_variants(text):
+    """eval_variants: 'pi,ntk,yarn' -> ('pi', 'ntk', 'yarn'); each a variant eval_lengths.parse_variant knows."""
+    names = [v.strip() for v in text.split(',')] if text.strip() else []
+    for v in names:
+        if not v:
+            raise SystemExit(f"config error: eval_variants={text!r} has an empty item: give names separated by commas")
+        try:
+            eval_lengths.parse_variant(v)
+        except ValueError as e:
+            raise SystemExit(f"config error: {e}") from None
+    if len(set(names)) < len(names):
+        raise SystemExit(f"config error: eval_variants={text!r} names a variant twice")
+    return tuple(names)
 
 
 def flags(overrides, seed):
@@ -226,6 +247,11 @@ def plan(cfg, passed, selected, train_settings, studies=()):
              f"or the arms")
     if len(set(in_family)) < len(in_family):
         fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
+    variants = parse_variants(cfg['eval_variants'])
+    try:
+        check_comparisons(cfg['comparisons'], cfg['arms'], variants)
+    except ValueError as e:
+        fail(f"comparisons: {e}")
     if cfg['extrap_multiple'] not in mults:
         fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval "
              f"would not measure it")
@@ -255,10 +281,13 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
             try:
                 # init_from: see check_sources; the device and memory only where the runs run here (not a job's node)
-                eval_tasks, quick, _, _ = check_config({**run_cfg, 'init_from': 'scratch'}, train_settings,
-                                                       here=cfg['launcher'] == 'local')
+                eval_tasks, quick, _, model = check_config({**run_cfg, 'init_from': 'scratch'}, train_settings,
+                                                           here=cfg['launcher'] == 'local')
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+            if variants and not any(model.layer_kind(i) == 'A' and not model.global_nope(i)
+                                    for i in range(model.n_layer)):
+                fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r} rescale RoPE layers, and its model has none")
             if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
                 fail(f"arm '{arm}': its quick eval (eval_multiples={run_cfg['eval_multiples']!r}) has no 1x: "
                      f"no run could fit, so the study would summarize nothing; add 1")
@@ -378,47 +407,73 @@ def prepare_data(runs):
             sample_data.make_corpus(run.cfg, "rerun this command (or point data_dir elsewhere)")
 
 
-def train_grid(runs, workers, then, finished=None):
-    """Train the pending runs, `workers` at a time, each a train.py subprocess writing train.log in
-    its run dir. Each run dir is locked while its trainer runs, and the trainer is handed the lock:
-    a run another process holds (a second ablate.py, a train.py) is skipped. The trainers end with
-    this process: stopped here if it is interrupted, and by their parent-death signal if it is
-    killed. then: how to go on after a disk error; finished([run]): called here, on the freed
-    worker's threads, as each run finishes (its eval). -> the runs that failed."""
+def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluated=()):
+    """Train the pending runs and evaluate the finished ones, `workers` processes at a time: each
+    trainer a train.py subprocess writing train.log in its run dir, each eval (eval_command(run), given
+    where the evals are computed here) a process writing eval.log there, the finished `unevaluated` first.
+    Each run dir is locked while its process runs (a trainer is handed the lock): a run another process
+    holds (a second ablate.py, a train.py) is skipped. The processes end with this one: stopped here if
+    it is interrupted, and by their parent-death signal if it is killed. then: how to go on after a
+    disk error; finished([run]): called as each run's eval ends (or, with no eval_command, here on the
+    freed worker's threads as each run finishes: its eval). -> the runs that failed."""
     pending = to_train(runs)
+    to_eval = [r for r in unevaluated if eval_command and r.selected and r.state == 'done' and not r.recorded]
     # the cores split over the workers, unless OMP_NUM_THREADS says how many (on cores other jobs share)
     threads = int(os.environ.get('OMP_NUM_THREADS') or 0) or max(1, (os.cpu_count() or 1) // workers)
     env = trainer_env(threads)
-    running, failed, n_done = [], [], sum(r.selected and r.state == 'done' for r in runs)
-    t0, last_status = time.time(), time.time()
+    running, evaluating, failed, n_done = [], set(), [], sum(r.selected and r.state == 'done' for r in runs)
+    t0, last_status, short_s, t_tick = time.time(), time.time(), 0.0, time.time()
     n_runs = sum(r.selected for r in runs)
     print(f"grid: {n_runs} runs, {n_done} finished, {len(pending)} to train, {workers} at a time "
           f"({threads} thread(s) each)")
     try:
-        while pending or running:
-            while len(running) < workers and any(map(ready, pending)):
+        while pending or running or to_eval:
+            while len(running) < workers and (to_eval or any(map(ready, pending))):
+                if to_eval:                     # evals first: a finished run's record is written sooner
+                    run = to_eval.pop(0)
+                    if start_eval(run, eval_command(run), env, then):
+                        running.append(run)
+                        evaluating.add(run.dir)
+                    continue
                 run = next(filter(ready, pending))
                 pending.remove(run)
                 if start(run, env, then):
                     running.append(run)
                 elif run.state == 'done':
                     n_done += 1
-            if pending and not running and not any(map(ready, pending)):
+                    to_eval += [run] if eval_command else []
+            if pending and not running and not to_eval and not any(map(ready, pending)):
                 for run in pending:      # their trunks stopped before the snapshot: never fit, failed, or held
                     print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not written the snapshot at fit + "
                           f"{run.point} (it never fit, failed, or another process holds it); rerun this command")
                 break
             time.sleep(0.5)
+            now = time.time()
+            short_s += (now - t_tick) * (len(running) < workers)
+            t_tick = now
             for run in [r for r in running if r.proc.poll() is not None]:
                 running.remove(run)
                 run.train_log.close()
                 run.lock.release()
                 minutes = (time.time() - run.t0) / 60
-                if run.proc.returncode == 0 and state(run) == 'done':
+                if run.dir in evaluating:
+                    evaluating.discard(run.dir)
+                    if run.proc.returncode:
+                        failed.append(run)
+                        print(f"{tag(run)} eval FAILED after {minutes:.1f} min: {tail(run.dir, rundir.EVAL_LOG)}")
+                    else:
+                        print(f"{tag(run)} evaluated in {minutes:.1f} min")
+                        finished([run])
+                elif run.proc.returncode == 0 and state(run) == 'done':
                     n_done += 1
                     run.state = 'done'
                     print(f"{tag(run)} done in {minutes:.1f} min")
-                    if finished:                # on the freed worker's threads, given back after
+                    if run.point == 'trunk' and never_fit(run.records):   # no snapshot: its branches never train
+                        print(f"{tag(run)} never fit: its cooldown branches are never fit too, and never train")
+                        pending = [r for r in pending if r.trunk != run.dir]
+                    if eval_command:
+                        to_eval.insert(0, run)
+                    elif finished:                # on the freed worker's threads, given back after
                         cores = torch.get_num_threads()
                         torch.set_num_threads(threads)
                         try:
@@ -427,29 +482,58 @@ def train_grid(runs, workers, then, finished=None):
                             torch.set_num_threads(cores)
                 else:
                     failed.append(run)
-                    with open(os.path.join(run.dir, rundir.TRAIN_LOG)) as f:
-                        tail = f.read().strip().splitlines()[-1:]
-                    print(f"{tag(run)} FAILED after {minutes:.1f} min: {' '.join(tail)}")
+                    print(f"{tag(run)} FAILED after {minutes:.1f} min: {tail(run.dir, rundir.TRAIN_LOG)}")
                 elapsed = (time.time() - t0) / 60
-                print(f"grid: {n_done}/{n_runs} done, {len(running)} running, {len(pending)} waiting, "
-                      f"{len(failed)} failed; {elapsed:.1f} min so far")
+                print(f"grid: {n_done}/{n_runs} done, {len(running) - len(evaluating)} training, "
+                      f"{len(evaluating) + len(to_eval)} to evaluate, {len(pending)} waiting, {len(failed)} failed; "
+                      f"{elapsed:.1f} min so far")
             if running and time.time() - last_status > 60:
                 last_status = time.time()
-                print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r in running))
+                print("  " + "; ".join(f"{tag(r)[1:-1]}: {'evaluating' if r.dir in evaluating else last_progress(r)}"
+                                       for r in running))
     finally:
         stop(running)
+    wall = time.time() - t0
+    if wall > 1:
+        print(f"grid: {wall / 60:.1f} min, fewer than {workers} process(es) busy {short_s / wall:.0%} of it")
     return failed
+
+
+def tail(run_dir, name):
+    """The last line of a process's log in the run dir."""
+    with open(os.path.join(run_dir, name), errors='replace') as f:
+        return ' '.join(f.read().strip().splitlines()[-1:])
+
+
+def lock_run(run, then, held):
+    """The run dir's lock, or None (one line: `held`, the name of the process holding it) when another has it."""
+    with rundir.writing(os.path.join(run.dir, rundir.LOCK), 'the lock file', then):
+        try:
+            return rundir.DirLock(run.dir)
+        except rundir.Held as e:
+            print(f"{tag(run)} {held}: {run.dir} is in use by {e}; rerun this command once it has ended")
+            return None
+
+
+def start_eval(run, cmd, env, then):
+    """Start a finished run's eval process (its evals and mismatch into the run dir's caches, eval.log),
+    holding its dir's lock, unless another process holds it. -> whether it started."""
+    lock = lock_run(run, then, 'not evaluated')
+    if lock is None:
+        return False
+    with rundir.writing(os.path.join(run.dir, rundir.EVAL_LOG), 'the eval log', then):
+        log = open_train_log(run.dir, cmd, rundir.EVAL_LOG)
+    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    run.train_log, run.lock, run.t0 = log, lock, time.time()
+    return True
 
 
 def start(run, env, then):
     """Start a run's trainer unless another process holds its dir, or finished it since the grid
     was planned. -> whether it started."""
-    with rundir.writing(os.path.join(run.dir, rundir.LOCK), 'the lock file', then):
-        try:
-            lock = rundir.DirLock(run.dir)
-        except rundir.Held as e:
-            print(f"{tag(run)} skipped: {run.dir} is in use by {e}; rerun this command once it has ended")
-            return False
+    lock = lock_run(run, then, 'skipped')
+    if lock is None:
+        return False
     run.state = state(run)
     if run.state == 'done':
         lock.release()
@@ -502,6 +586,15 @@ def summary_dir(cfg, argv):
     return out
 
 
+def strand(runs, never):
+    """A trunk that finished without fitting wrote no snapshot: its branches can never train, so they
+    leave the grid's runs (not pending, not "not finished") for `never`, summarized as never fit at
+    their points, as the trunk is. -> (runs, never)"""
+    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and never_fit(r.records)}
+    return ([r for r in runs if r.trunk not in stranded],
+            never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
+
+
 def where_grid_stands(runs, argv):
     """The line an interrupted ablate.py ends with: how far the grid got, and the command that goes on."""
     selected = [r for r in runs if r.selected]
@@ -514,7 +607,7 @@ def where_grid_stands(runs, argv):
 
 def study_settings():
     """A study config's keys with their defaults: the plain ones, and the dicts arms, common, families, reuse."""
-    return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families', 'reuse')}
+    return settings_of(globals()) | {k: globals()[k] for k in ('arms', 'common', 'families', 'reuse', 'comparisons')}
 
 
 def main(argv):
@@ -537,19 +630,20 @@ def main(argv):
     mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
     # the study's own grid records its finished runs in results_dir/runs: committed, a fresh clone trains the rest
     records = os.path.join(cfg['results_dir'], RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
+    variants = parse_variants(cfg['eval_variants'])
     if records:
-        recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'])
-    # a trunk that finished without fitting wrote no snapshot: its branches can never train, so they are
-    # not runs of this grid (not pending, not "not finished"); the trunk is summarized as never fit
-    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and never_fit(r.records)}
-    runs = [r for r in runs if r.trunk not in stranded]
+        recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'], variants)
+    runs, never = strand(runs, [])
     compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
 
-    def evaluated(done):    # the final eval and mismatch of the runs finished (computed here, or read from jobs)
-        evaluate(done, mults, cfg['eval_samples'], compute)
+    def evaluated(done, compute=compute):   # the final evals and mismatch of finished runs (computed, or read)
+        evaluate(done, mults, cfg['eval_samples'], compute, variants)
         measure_mismatch(done, compute)
         if records and not cfg['dry_run']:     # (from the caches: computed here or written by eval jobs)
-            save_records(runs, records, cfg['grid_dir'])
+            save_records(runs, records, cfg['grid_dir'], variants)
+
+    def eval_process(run):
+        return eval_command(run, mults, cfg['eval_samples'], variants)
     check_sources(runs, cfg)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:
@@ -560,22 +654,24 @@ def main(argv):
         for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
             print(shlex.join(['python', *command(run, run.state == 'partial')[1:]]))
     elif cfg['launcher'] == 'local':
-        evaluated(runs)             # what finished before, first: a grid cut short keeps the evals of its finished runs
-        failed = train_grid(runs, cfg['workers'], rerun, evaluated if compute else None)
+        evaluated(runs, compute=False)       # what finished before and is evaluated; the rest is evaluated first
+        failed = train_grid(runs, cfg['workers'], rerun, evaluated if compute else None,
+                            eval_process if compute else None, [r for r in runs if not is_evaluated(r, variants)])
         if failed:
             print(f"{len(failed)} run(s) failed: see their train.log; rerun this command to retry them")
+        runs, never = strand(runs, never)        # trunks that finished here without fitting
     if cfg['launcher'] != 'local' and not cfg['dry_run']:
         queued = launch.launch(runs, cfg, extra)
         if cfg['eval_on'] != 'local':
-            queued += launch.launch_evals(runs, cfg, mults, extra)
+            queued += launch.launch_evals(runs, cfg, mults, extra, variants)
     # else only cached evals are read (eval jobs wrote them)
     evaluated(runs)
     for run in runs:
-        if run.state == 'done' and (run.eval is None or run.mismatch is None):
+        if run.state == 'done' and not is_evaluated(run, variants):
             run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
     find_fit(runs)
     # --arms: not the others' plans
-    results = summarize([r for r in runs if r.selected or r.eval is not None], cfg, argv)
+    results = summarize([r for r in runs + never if r.selected or r.eval is not None], cfg, argv)
     table = format_markdown(results)
     if out is None:
         print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')

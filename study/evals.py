@@ -1,7 +1,9 @@
 """
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
-in the run dir (ablate_eval.json, ablate_mismatch.json) for the settings and the checkpoint that
-made it; eval jobs on a cluster write the same caches, which the summary then reads.
+in the run dir (ablate_eval.json, ablate_eval_<variant>.json under each length-scaling variant,
+ablate_mismatch.json) for the settings and the checkpoint that made it. ablate.py computes them in
+a process of their own that takes a worker slot (`python -m study.evals SPEC`, eval_command), and eval
+jobs on a cluster write the same caches; the summary then reads them.
 
 A study's own grid also keeps a record of each finished run in its results_dir (runs/<arm>/seed<k>.json:
 its settings, log, eval and mismatch), committed with the summary: a grid whose run dirs are gone (a
@@ -12,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import sys
 
 import torch
 
@@ -19,7 +22,7 @@ import eval_lengths
 import rundir
 import sample_data
 from model import dropout_mismatch
-from study.runs import differing, tag
+from study.runs import Run, differing, tag
 
 
 def cached(run, name, key, compute):
@@ -51,30 +54,48 @@ def cached(run, name, key, compute):
     return record
 
 
-def eval_key(run, mults, n, device):
-    """What makes a final eval: a cached one with another key is computed again."""
+def eval_key(run, mults, n, device, variant=''):
+    """What makes a final eval: a cached one with another key is computed again. The plain eval's key
+    has no 'variant' (as before variants existed: its committed caches and records stay valid)."""
     # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
     return {'multiples': mults, 'num_samples': n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
-            'device': device.split(':')[0], 'record': 'length_eval'}
+            'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {})}
 
 
-def evaluate(runs, mults, n, compute=True):
-    """The final eval of every finished run, cached in its dir (ablate_eval.json) for these settings;
-    compute=False only reads what eval jobs cached (a run without it gets no 'eval')."""
+def variants_of(run, variants):
+    """The length-scaling variants a finished run is evaluated under besides the plain eval: all of them,
+    but for a trunk of cooldown branches (its own eval is its uncooled model: plain only)."""
+    return () if run.point == 'trunk' else tuple(variants)
+
+
+def evaluated(run, variants):
+    """Whether a finished run has every eval the summary reads: plain, each variant, the mismatch."""
+    return (run.eval is not None and run.mismatch is not None
+            and all(v in run.evals for v in variants_of(run, variants)))
+
+
+def evaluate(runs, mults, n, compute=True, variants=()):
+    """The final eval of every finished run, plain and under each variant, cached in its dir
+    (ablate_eval.json, ablate_eval_<variant>.json) for these settings; compute=False only reads what
+    eval processes and jobs cached (a run without it gets no 'eval', or no evals[variant])."""
     for run in runs:
         if run.state != 'done' or run.recorded:
             continue
         tasks = run.tasks                            # the run's eval_tasks, or the tasks it trained on
         device = rundir.pick_device(run.cfg['device'])
-        key = eval_key(run, mults, n, device)
-
-        def final_eval():
-            print(f"{tag(run)} final eval: {n} examples per task and length")
-            with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
-                return eval_lengths.evaluate_run(run.dir, tasks, mults, n, run.cfg['eval_batch_size'], device)
-        record = cached(run, rundir.EVAL_CACHE, key, final_eval if compute else None)
-        if record is not None:
-            run.eval = record
+        for variant in ('', *variants_of(run, variants)):
+            def final_eval(variant=variant):
+                print(f"{tag(run)} final eval{' under ' + variant if variant else ''}: {n} examples per task and "
+                      f"length")
+                with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
+                    return eval_lengths.evaluate_run(run.dir, tasks, mults, n, run.cfg['eval_batch_size'], device,
+                                                     variant=variant)
+            record = cached(run, rundir.eval_cache(variant), eval_key(run, mults, n, device, variant),
+                            final_eval if compute else None)
+            if record is not None and variant:     # a new dict: a branch planned as a copy of its trunk shares its
+                run.evals = {**run.evals, variant: record}                                      # planned one
+            elif record is not None:
+                run.eval = record
 
 
 MISMATCH = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_mean_shift', 'pre_act_var_ratio',
@@ -114,6 +135,32 @@ def measure_mismatch(runs, compute=True):
 
 
 # -----------------------------------------------------------------------------
+# the final eval in a process of its own: ablate.py runs it in a worker slot, so that `workers` processes
+# stay busy while finished runs are evaluated, with a trainer's thread count (the numbers of an eval
+# depend on it: the same count gives the same numbers as the eval in ablate.py's process gave)
+
+def eval_command(run, mults, n, variants):
+    """The command that computes a finished run's evals and mismatch into its dir's caches."""
+    spec = {'run': {k: getattr(run, k) for k in ('arm', 'seed', 'dir', 'argv', 'cfg', 'tasks', 'point', 'trunk')},
+            'multiples': mults, 'eval_samples': n, 'variants': list(variants)}
+    return [sys.executable, '-m', 'study.evals', json.dumps(spec)]
+
+
+def main(argv):
+    if len(argv) != 1 or argv[0] in ('-h', '--help'):
+        raise SystemExit("usage: python -m study.evals SPEC (ablate.py writes it: the run, its multiples, "
+                         "eval_samples and variants, as JSON)")
+    try:
+        spec = json.loads(argv[0])
+        run = Run(**spec['run'], selected=True, state='done')
+        mults, n, variants = spec['multiples'], spec['eval_samples'], spec['variants']
+    except (ValueError, TypeError, KeyError) as e:
+        raise SystemExit(f"study.evals: not a spec ablate.py wrote ({type(e).__name__}: {rundir.first_line(e)})")
+    evaluate([run], mults, n, variants=variants)
+    measure_mismatch([run])
+
+
+# -----------------------------------------------------------------------------
 # the committed record of a study's finished runs
 
 RECORDS = 'runs'    # in a study's results_dir
@@ -138,22 +185,40 @@ def never_fit(log):
     return log[-1].get('fit_iter') is None
 
 
-def save_records(runs, records, grid_dir):
+def provenance_of(run):
+    """What made a finished run's numbers: {'train': the distinct rundir.provenance() its log records
+    (one per process that trained it, in order), 'eval': its plain eval's}; a committed record's own
+    (reconstructed for runs recorded before records carried it) where it has one."""
+    if run.provenance is not None:
+        return run.provenance
+    train = []
+    for r in run.records or []:
+        if isinstance(r.get('provenance'), dict) and r['provenance'] not in train:
+            train.append(r['provenance'])
+    return {'train': train, 'eval': (run.eval or {}).get('provenance')}
+
+
+def save_records(runs, records, grid_dir, variants=()):
     """The record of every run of each group whose runs are all done and evaluated (a study's own,
     not a reused one; a trunk that never fit alone): its settings, its log's records, its final eval
-    and mismatch with their keys."""
+    (plain, and under each variant) and mismatch with their keys, and its provenance."""
     for group in groups(runs):
         if group[0].state == 'done' and group[0].point == 'trunk' and never_fit(group[0].records):
             group = group[:1]
-        if any(r.reused or r.state != 'done' or r.eval is None or r.mismatch is None for r in group):
+        if any(r.reused or r.state != 'done' or not evaluated(r, variants) for r in group):
             continue
         for run in [r for r in group if not r.recorded]:      # (a recalled run's record is where it came from)
             path = record_path(records, grid_dir, run)
+            names = [rundir.EVAL_CACHE, rundir.MISMATCH_CACHE, *map(rundir.eval_cache, variants_of(run, variants))]
             keys = {name: rundir.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
-                    for name in (rundir.EVAL_CACHE, rundir.MISMATCH_CACHE)}
+                    for name in names}
             data = json.dumps({'settings': run.cfg, 'log': run.records,
                                'eval': {'key': keys[rundir.EVAL_CACHE], 'record': run.eval},
-                               'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch}}).encode()
+                               'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch},
+                               **({'variants': {v: {'key': keys[rundir.eval_cache(v)], 'record': run.evals[v]}
+                                                for v in variants_of(run, variants)}} if variants_of(run, variants)
+                                  else {}),
+                               'provenance': provenance_of(run)}).encode()
             if os.path.exists(path):
                 with open(path, 'rb') as f:
                     if f.read() == data:
@@ -163,7 +228,7 @@ def save_records(runs, records, grid_dir):
                 rundir.write_atomic(path, data)
 
 
-def recall(runs, records, grid_dir, mults, n):
+def recall(runs, records, grid_dir, mults, n, variants=()):
     """Runs whose run dirs are absent (a fresh clone) but whose records are not: done, from their
     records (run.recorded), a whole group or none of it (a run dir that exists, trained or set aside,
     is the grid's to train). A record of other settings stops the grid; one evaluated another way
@@ -175,7 +240,11 @@ def recall(runs, records, grid_dir, mults, n):
         if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
                 and all(isinstance(r, dict) and 'iter' in r and 'fit_iter' in r for r in rec['log'])
                 and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
-                        and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))):
+                        and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))
+                and isinstance(rec.get('variants', {}), dict)
+                and all(isinstance(v, dict) and isinstance(v.get('key'), dict) and isinstance(v.get('record'), dict)
+                        for v in rec.get('variants', {}).values())
+                and isinstance(rec.get('provenance', {}), dict)):
             raise SystemExit(f"{path} is not the record of a finished run; {fix}")
         return rec
     for group in groups(runs):
@@ -193,13 +262,24 @@ def recall(runs, records, grid_dir, mults, n):
                 raise SystemExit(f"{path} records a run with other settings ("
                                  + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4])
                                  + f"); {fix}")
-        evaluated_as = [(rec['eval']['key'] | {'device': None}, rec['mismatch']['key']) for rec in saved]
-        if evaluated_as != [(eval_key(r, mults, n, 'cpu') | {'device': None}, mismatch_key(r)) for r in group]:
+        def anywhere(key):
+            return key | {'device': None}
+        evaluated_as = [(anywhere(rec['eval']['key']), rec['mismatch']['key'],
+                         {v: anywhere(e['key']) for v, e in rec.get('variants', {}).items()}) for rec in saved]
+        if evaluated_as != [(anywhere(eval_key(r, mults, n, 'cpu')), mismatch_key(r),
+                             {v: anywhere(eval_key(r, mults, n, 'cpu', v)) for v in variants_of(r, variants)})
+                            for r in group]:
             print(f"{tag(group[0])} its record in {records} was evaluated another way: it trains again")
             continue
         for run, rec in zip(group, saved):
             run.state, run.recorded, run.records = 'done', True, rec['log']
             run.eval, run.mismatch = rec['eval']['record'], rec['mismatch']['record']
+            run.evals = {v: e['record'] for v, e in rec.get('variants', {}).items()}
+            run.provenance = rec.get('provenance')
             recalled += 1
     if recalled:
         print(f"{recalled} finished run(s) recalled from their records in {records}")
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

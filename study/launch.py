@@ -16,7 +16,7 @@ import time
 import torch
 
 import rundir
-from study.evals import evaluate, measure_mismatch
+from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)
 
@@ -85,13 +85,13 @@ def train_job(fresh, resumed, run_dir, threads):
         raise subprocess.CalledProcessError(code, cmd)
 
 
-def eval_job(run, mults, n, threads):
-    """An eval job: the final eval and the mismatch of one finished run, written to its dir's caches
-    exactly as the local path writes them; the summary then reads them."""
+def eval_job(run, mults, n, threads, variants=()):
+    """An eval job: the final evals (plain and under each variant) and the mismatch of one finished run,
+    written to its dir's caches exactly as the local path writes them; the summary then reads them."""
     os.chdir(ROOT)                                         # the run dir may be relative to the repo root
     torch.set_num_threads(threads)
     run = dataclasses.replace(run, state='done')
-    evaluate([run], mults, n)
+    evaluate([run], mults, n, variants=variants)
     measure_mismatch([run])
 
 
@@ -348,24 +348,24 @@ def launch(runs, cfg, extra):
     return []
 
 
-def launch_evals(runs, cfg, mults, extra):
-    """With eval_on=<launcher>: an eval job per finished run whose final eval or mismatch is not cached
-    yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
-    evaluate(runs, mults, cfg['eval_samples'], compute=False)
+def launch_evals(runs, cfg, mults, extra, variants=()):
+    """With eval_on=<launcher>: an eval job per finished run whose final evals or mismatch are not
+    cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
+    evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
     measure_mismatch(runs, compute=False)
-    todo = [r for r in runs if r.state == 'done' and (r.eval is None or r.mismatch is None)]
+    todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
     # what the job needs of a run, pickled: none of what the grid added (the log's records, a process, a lock)
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
-    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run']),
-                    extra)
+    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
+                                                   variants), extra)
     if not cfg['wait']:
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
-    evaluate(todo, mults, cfg['eval_samples'], compute=False)
+    evaluate(todo, mults, cfg['eval_samples'], compute=False, variants=variants)
     measure_mismatch(todo, compute=False)
     for run, job in live:
-        if run.eval is None or run.mismatch is None:
+        if not evaluated(run, variants):
             print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "
                   f"see {job.paths.stderr}; rerun this command to resubmit it")
     return []

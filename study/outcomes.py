@@ -9,7 +9,8 @@ import shlex
 import statistics
 
 import eval_lengths
-from study.evals import MISMATCH
+import rundir
+from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING
 from study.stats import (DELTA, TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson,
                          permutation_test, seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
@@ -261,32 +262,154 @@ def long_training(arms_out, cfg):
     return out
 
 
+def parse_term(term, arms, variants):
+    """A side of a comparison: 'vpad', 'vpad@yarn', or a difference of such, 'vpad@yarn - none@yarn'.
+    -> [(sign, arm, variant)], variant '' plain. A ValueError names what is wrong."""
+    if not isinstance(term, str) or not term.strip():
+        raise ValueError(f"{term!r} is not a side of a comparison: give 'arm', 'arm@variant' or 'x - y' of those")
+    parts = []
+    for i, part in enumerate(term.split(' - ')):
+        arm, _, variant = part.strip().partition('@')
+        if arm not in arms:
+            raise ValueError(f"{term!r}: {arm!r} is not an arm of this study ({', '.join(arms)})")
+        if variant and variant not in variants:
+            raise ValueError(f"{term!r}: {variant!r} is not one of eval_variants ({', '.join(variants) or 'none'})")
+        parts.append((-1 if i else 1, arm, variant))
+    return parts
+
+
+def check_comparisons(comparisons, arms, variants):
+    """comparisons = {family: [[a, b], ...]}: -> None, or a ValueError naming the first thing wrong."""
+    if not isinstance(comparisons, dict):
+        raise ValueError("comparisons must map a family's name to a list of [a, b] pairs")
+    for family, pairs in comparisons.items():
+        if not isinstance(pairs, list) or not pairs:
+            raise ValueError(f"comparisons[{family!r}] must be a non-empty list of [a, b] pairs")
+        for pair in pairs:
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                raise ValueError(f"comparisons[{family!r}]: {pair!r} is not a pair [a, b] (a - b is tested)")
+            for side in pair:
+                parse_term(side, arms, variants)
+
+
+def comparisons(arms_out, cfg):
+    """The study's own comparisons (comparisons = {family: [[a, b], ...]}): a - b paired by seed at each
+    cooled point (the only point in a study without snapshots), each side an arm's area, plain or
+    under a variant, or a difference of such (an interaction: does a site's gain grow under a
+    variant?); Holm within each family at each point; with never-fit runs left out and counted as 0.
+    -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}]"""
+    at = {(a['arm'], a['point']): a for a in arms_out.values()}
+    points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
+    variants = [v for v in cfg['eval_variants'].split(',') if v.strip()]
+    out = []
+
+    def values(term, point, which):
+        total = None
+        for sign, arm, variant in parse_term(term, cfg['arms'], variants):
+            a = at.get((arm, point), {})
+            area = (a.get('variants', {}).get(variant) or {}).get('area') if variant else a.get('area')
+            per_seed = (area or {}).get('per_seed', {}) if which == 'left_out' else \
+                (area or {}).get('never_fit_as_0', {}).get('per_seed', {})
+            total = ({s: sign * v for s, v in per_seed.items()} if total is None else
+                     {s: total[s] + sign * per_seed[s] for s in total if s in per_seed})
+        return total
+    for point in points:
+        for family, pairs in cfg['comparisons'].items():
+            tests = []
+            for a, b in pairs:
+                t = {'point': point, 'family': family, 'a': a, 'b': b}
+                for which in ('left_out', 'never_fit_as_0'):
+                    t[which] = area_test(values(a, point, which), values(b, point, which), cfg['delta'])
+                tests.append(t)
+            for which in ('left_out', 'never_fit_as_0'):
+                adjust([t[which] for t in tests if t[which]], cfg['delta'])
+            out += tests
+    return out
+
+
+def variant_tests(arms_out, cfg):
+    """Secondary: under each variant, each arm's area against its control's at the same point, paired by
+    seed, Holm within the family (at each point, for each variant), never-fit runs left out and as 0."""
+    for family, names, control in test_groups(arms_out, cfg):
+        for variant in arms_out[control].get('variants', {}):
+            tests = []
+            for name in names:
+                mine, ctrl = arms_out[name].get('variants', {}).get(variant), arms_out[control]['variants'][variant]
+                if mine:
+                    mine['vs_control'] = {'control': control, 'family': family, **{
+                        which: area_test(*(x['area']['per_seed'] if which == 'left_out' else
+                                           x['area']['never_fit_as_0']['per_seed'] for x in (mine, ctrl)),
+                                         cfg['delta']) for which in ('left_out', 'never_fit_as_0')}}
+                    tests.append(mine['vs_control'])
+            for which in ('left_out', 'never_fit_as_0'):
+                adjust([t[which] for t in tests if t[which]], cfg['delta'])
+
+
+def machine_of(provenance):
+    """The machine a run trained on, from its provenance: 'CPU model, torch X' ('unknown' when not
+    recorded); several joined with ' + ' where a resume moved it."""
+    train = provenance.get('train') or []
+    names = list(dict.fromkeys(f"{p.get('cpu', 'unknown')}, torch {p.get('torch', 'unknown')}" for p in train))
+    if provenance.get('reconstructed'):
+        names = [f"{provenance.get('cpu', 'unknown')}, torch {provenance.get('torch', 'unknown')} (reconstructed)"]
+    return ' + '.join(names) or 'unknown'
+
+
 def primary_task(run, cfg):
     """The one task the outcomes are judged on: extrap_task, fixed in advance, or the run's first eval task."""
     return cfg['extrap_task'] or run.tasks[0]
 
 
+def curve(record, task):
+    """An eval record's {multiple: accuracy} of one task."""
+    return {int(m[:-1]): a for m, a in record['length_eval'].get(task, {}).items()}
+
+
 def run_outcome(run, cfg):
     """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its
     {multiple: accuracy})."""
-    task = primary_task(run, cfg)
-    by_m = run.eval['length_eval'].get(task, {})
-    return run.fit_iter, by_m.get(f"{cfg['extrap_multiple']}x"), {int(m[:-1]): a for m, a in by_m.items()}
+    by_m = curve(run.eval, primary_task(run, cfg))
+    return run.fit_iter, by_m.get(cfg['extrap_multiple']), by_m
+
+
+def variant_outcomes(by_variant, per_run, cfg):
+    """Per length-scaling variant, an arm's area and range as arm_outcomes gives them plain, and its mean
+    accuracy per multiple (the primary task): {variant: {'area', 'range', 'accuracy'}}. A run never fit is
+    never fit under every variant."""
+    out = {}
+    for variant, per_seed in by_variant.items():
+        never = {s: o for s, o in per_run.items() if o[0] is None}
+        o = arm_outcomes({**per_seed, **never}, cfg)
+        means = {}
+        for _, _, by_m in per_seed.values():
+            for m, a in by_m.items():
+                if a is not None:
+                    means.setdefault(m, []).append(a)
+        out[variant] = {'area': o['area'], 'range': o['range'],
+                        'accuracy': {str(m): sum(v) / len(v) for m, v in sorted(means.items())}}
+    return out
 
 
 def summarize(runs, cfg, study_argv):
     """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
     outcomes under the pre-registered rule with the tests against the control."""
-    arms_out, per_run, primary = {}, {}, {}
+    arms_out, per_run, primary, by_variant = {}, {}, {}, {}
     for run in runs:
         name = point_name(run)
         arm = arms_out.setdefault(name, {'arm': run.arm, 'point': run.point, 'overrides': cfg['arms'][run.arm],
                                          'seeds': [], 'pending_seeds': [], 'tasks': {}})
+        if run.state == 'never fit':          # a branch of a trunk that never fit: never fit at its point too
+            arm['seeds'].append(run.seed)
+            per_run.setdefault(name, {})[run.seed] = (None, None, {})
+            continue
         if run.eval is None:
             arm['pending_seeds'].append(run.seed)
             continue
         arm['seeds'].append(run.seed)
         per_run.setdefault(name, {})[run.seed] = run_outcome(run, cfg)
+        for variant, record in run.evals.items():
+            by_variant.setdefault(name, {}).setdefault(variant, {})[run.seed] = (
+                run.fit_iter, None, curve(record, primary_task(run, cfg)))
         primary.setdefault(name, {})[primary_task(run, cfg)] = None
         if run.mismatch is not None:
             arm.setdefault('mismatch_per_seed', {})[str(run.seed)] = run.mismatch
@@ -305,7 +428,11 @@ def summarize(runs, cfg, study_argv):
         for task in arm['tasks'].values():
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+    for name, variants in by_variant.items():
+        arms_out[name]['variants'] = variant_outcomes(variants, per_run.get(name, {}), cfg)
     add_outcomes(arms_out, per_run, cfg, study_argv)
+    if cfg['control']:
+        variant_tests(arms_out, cfg)
     if cfg['deteriorate_multiple']:        # the rule on the quick evals: of whole runs or trunks, not of branches
         det = deterioration([r for r in runs if not isinstance(r.point, int)], cfg)
         for name, arm in arms_out.items():
@@ -344,9 +471,22 @@ def summarize(runs, cfg, study_argv):
                 label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (within its "
                       f"family) is <= {TESTS['alpha']}, 'equivalent within +-{cfg['delta']:g}' where its 90% interval "
                       f"lies inside, else 'not resolved' with its 95% interval")
+    if cfg['eval_variants']:
+        rule['eval_variants'] = cfg['eval_variants']
+    if cfg['comparisons']:
+        rule['comparisons'] = cfg['comparisons']
     snapshots = any(isinstance(a['point'], int) for a in arms_out.values())
+    machines = {}
+    for run in runs:
+        if run.state != 'never fit' and run.eval is not None:
+            seeds = machines.setdefault(machine_of(provenance_of(run)), {}).setdefault(run.arm, [])
+            seeds += [run.seed] if run.seed not in seeds else []
     return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
             'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
             'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
-                     'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds'},
-            'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {})}
+                     'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
+                     **({'variants': cfg['eval_variants'].split(',')} if cfg['eval_variants'] else {})},
+            'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
+            **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
+            'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
+            'provenance': rundir.provenance()}

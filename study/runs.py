@@ -8,7 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Optional, Union
 
 import rundir
@@ -49,10 +49,13 @@ class Run:
     point: Union[None, str, int] = None     # None; 'trunk' (it has cooldown branches); k (the branch from fit + k)
     trunk: Optional[str] = None             # a cooldown branch's trunk's run dir; None: not a branch
     reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
-    state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()) or 'evaluating'
+    state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()), 'evaluating' or
+                                            # 'never fit' (a branch of a trunk that never fit: it never trains)
     recorded: bool = False                  # done, recalled from its committed record (study.evals.recall)
     records: Optional[list] = None          # its log.jsonl's records, read once, by state() when it is done
     eval: Optional[dict] = None             # its final eval's record (study.evals); None: not cached yet
+    evals: dict = field(default_factory=dict)   # {variant: its final eval under a length-scaling variant}
+    provenance: Optional[dict] = None       # its committed record's provenance (study.evals.provenance_of)
     mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet
     fit_iter: Optional[int] = None          # the step it fit at (study.outcomes.find_fit); None: never fit
     after_fit: Optional[list] = None        # its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]
@@ -134,9 +137,9 @@ def trainer_env(threads, **extra):
                 **extra)
 
 
-def open_train_log(run_dir, cmd):
-    """<run dir>/train.log, opened to append a trainer's output below the line "$ <its command>"."""
-    log = open(os.path.join(run_dir, rundir.TRAIN_LOG), 'a')
+def open_train_log(run_dir, cmd, name=rundir.TRAIN_LOG):
+    """<run dir>/train.log (or `name`), opened to append a process's output below the line "$ <its command>"."""
+    log = open(os.path.join(run_dir, name), 'a')
     log.write(f"$ {shlex.join(cmd)}\n")
     log.flush()
     return log

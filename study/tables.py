@@ -234,6 +234,73 @@ def correlation_text(c):
     return f"r = {c['r']:+.2f}" + (f" [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]" if c['ci95'] else '')
 
 
+def variant_tables(results):
+    """The final eval under each length-scaling variant beside the plain one: each arm's area, and
+    each arm against its control under the same variant (secondary, Holm within the family)."""
+    arms, delta = results['arms'], results['rule'].get('delta', DELTA)
+    variants = results['eval']['variants']
+    lines = ['**Under length-scaling variants**', '', "The same cooled models evaluated plain and with RoPE rescaled "
+             "at inference for each eval length L, s = L / T (the plain eval at 1x; `python eval_lengths.py "
+             "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over fit runs).", '',
+             '| arm | plain | ' + ' | '.join(variants) + ' |', '| --- | --- |' + ' --- |' * len(variants)]
+    for name, arm in arms.items():
+        if not arm.get('variants'):
+            continue
+        cells = [fmt_ci(arm['area']['mean'], arm['area']['ci95'])] + [
+            fmt_ci(arm['variants'][v]['area']['mean'], arm['variants'][v]['area']['ci95']) if v in arm['variants']
+            else '-' for v in variants]
+        lines.append(f"| {name} | " + ' | '.join(cells) + ' |')
+    lines += ['', "Each arm against its control under the same variant, paired by seed (secondary; Holm within the "
+              "family at each point and variant):", '',
+              '| arm | variant | area - control (mean [95% CI]) | seeds | p (Holm) | verdict | never fit as 0: p (Holm) |',
+              '| --- |' + ' --- |' * 6]
+    for name, arm in arms.items():
+        for v, out in arm.get('variants', {}).items():
+            t = out.get('vs_control')
+            if t and t['left_out']:
+                t0 = t['never_fit_as_0']
+                lines.append(f"| {name} | {v} | " + ' | '.join(diff_cells(t['left_out'], delta))
+                             + f" | {holm_text(t0)} |")
+    return lines + ['']
+
+
+def holm_text(t):
+    return '-' if not t else f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})"
+
+
+def comparisons_table(results):
+    """The study's own comparisons, a - b paired by seed, with never-fit runs left out and as 0."""
+    delta = results['rule'].get('delta', DELTA)
+    late = results.get('long', {}).get('late')
+    lines = ['**Comparisons**', '', "The study's own comparisons (`comparisons` in its config, fixed before the runs): "
+             "a - b per seed, each side an arm's area (`arm@variant`: under that variant) or a difference of two "
+             "(an interaction), sign-flip test, Holm within each family at each point"
+             + (f"; primary at +{late}, the other points secondary" if late else '') + '.', '',
+             '| point | family | a - b | mean [95% CI] | seeds | p (Holm) | verdict | never fit as 0: mean, p (Holm), '
+             'verdict |', '| --- |' + ' --- |' * 7]
+    for t in results['comparisons']:
+        point = '-' if t['point'] is None else f"+{t['point']}"
+        t0 = t['never_fit_as_0']
+        zero = '-' if not t0 else f"{t0['difference']:+.3f}, {holm_text(t0)}, {verdict(t0, delta)}"
+        if t0 and t['left_out'] and verdict(t0, delta) != verdict(t['left_out'], delta):
+            zero += ' (differs)'
+        lines.append(f"| {point} | {t['family']} | {side(t['a'])} - {side(t['b'])} | "
+                     + ' | '.join(diff_cells(t['left_out'], delta)) + f" | {zero} |")
+    return lines + ['']
+
+
+def side(term):
+    return f"({term})" if ' - ' in term else term
+
+
+def machines_text(results):
+    """Which seeds of which arm trained on which machine (the CPU model and torch of each run's provenance)."""
+    return ['**Machines**', '', 'Where each run trained (from its provenance; a run reproduces bit for bit on the '
+            'same code, CPU model, torch and thread count): ' + '; '.join(
+                f"{m}: " + ', '.join(f"{a} seeds {','.join(map(str, s))}" for a, s in by_arm.items())
+                for m, by_arm in results['machines'].items()) + '.', '']
+
+
 def format_markdown(results):
     mults = results['eval']['multiples']
     lines = [f"`{results['command']}`", '',
@@ -241,8 +308,12 @@ def format_markdown(results):
              f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
     lines += ['**What the tests support**', '', what_tests_support(results), '']
+    if results.get('comparisons'):
+        lines += comparisons_table(results)
     if 'long' in results:
         lines += long_training_tables(results)
+    if results['eval'].get('variants'):
+        lines += variant_tables(results)
     if 'deteriorates' in results['rule']:
         lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
             f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
@@ -290,6 +361,8 @@ def format_markdown(results):
                   '| --- |' + ' --- |' * 6]
         lines += [f"| {n} | " + ' | '.join(cell(a, k) for k in cols) + ' |' for n, a in measured.items()]
         lines.append('')
+    if results.get('machines'):
+        lines += machines_text(results)
     pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
     if pending:
         lines.append('Not finished yet (left out above): ' + '; '.join(f"{n} seeds {s}" for n, s in pending.items()))

@@ -1,4 +1,6 @@
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -13,6 +15,7 @@ import pytest
 import torch
 
 import ablate as abl           # the module; ablate() below runs the script
+import eval_lengths as E
 import rundir
 import train
 from ablate import main as ablate_main
@@ -122,7 +125,17 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     assert res['rule']['control'] == 'none' and res['rule']['extrap_multiple'] == 2
     assert '**Outcomes**' in md and 'Pre-registered rule: a run fits' in md
     assert not (grid / 'results.json').exists()
-    assert first.index('] final eval') < first.rindex(' done in ')     # each run is evaluated as it finishes
+    # each run is evaluated as it finishes, in a worker slot: a process of its own on a trainer's threads, whose
+    # numbers are those of the same eval in this process on as many threads
+    assert first.index('] evaluated in') < first.rindex(' done in ') and 'process(es) busy' in first
+    assert 'final eval: 3 examples' in (grid / 'wd' / 'seed2' / 'eval.log').read_text()
+    torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            here = E.evaluate_run(str(grid / 'wd' / 'seed2'), ['niah_single'], [1, 2], 3, 2, 'cpu')
+    finally:
+        torch.set_num_threads(threads)
+    assert here['length_eval'] == rec['length_eval']
     try:                                                                # plots are optional
         import matplotlib  # noqa: F401
         assert (out / 'accuracy_vs_length.png').exists() and (out / 'accuracy_vs_step.png').exists()
@@ -132,14 +145,14 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     before = mtimes(grid)
     ablate_here(cfg)
     again = capsys.readouterr().out
-    assert '4 finished, 0 to train' in again and 'final eval' not in again
+    assert '4 finished, 0 to train' in again and 'evaluated in' not in again
     assert mtimes(grid) == before
     # a run whose checkpoint is set aside trains again and is evaluated again, not read from the
     # cache of the run that was there (its key names settings, not weights)
     os.rename(grid / 'wd' / 'seed2' / 'ckpt.pt', grid / 'wd' / 'seed2' / 'ckpt.pt.bad')
     ablate_here(cfg)
     again = capsys.readouterr().out
-    assert '[wd seed 2] starting' in again and again.count('final eval') == 1 and '[wd seed 2] final eval' in again
+    assert '[wd seed 2] starting' in again and again.count('evaluated in') == 1 and '[wd seed 2] evaluated in' in again
     # each finished run is recorded beside the summary: a clone without the run dirs trains none of them again
     records = out / 'runs'
     assert sorted(str(p.relative_to(records)) for p in records.rglob('*.json')) == \
@@ -300,17 +313,17 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
     trunk = str(tmp_path / 'grid' / 'none' / 'seed1')
     assert [c.split('--out_dir=')[-1].split()[0] for c in cmds] == [trunk, f'{trunk}/cooldown2', f'{trunk}/cooldown4']
     assert all(c.endswith('--init_from=resume') and '--steps_after_fit=' + k in c for c, k in zip(cmds[1:], '46'))
-    with pytest.raises(SystemExit):                   # the branches were not trained: the grid is not finished
-        ablate_here(cfg)
+    ablate_here(cfg)              # the trunk never fits: its branches are never fit too, and the grid is finished
     out = capsys.readouterr().out
-    for k in (2, 4):
-        assert (f"[none seed 1, cooldown at fit + {k}] not trained: its trunk ({trunk}) has not written the "
-                f"snapshot") in out
+    assert '[none seed 1] never fit: its cooldown branches are never fit too' in out and 'not trained' not in out
     assert os.path.exists(os.path.join(trunk, 'ckpt.pt')) and not os.path.exists(os.path.join(trunk, 'cooldown2'))
-    ablate_here(cfg)          # rerun: the trunk is done and never fit, so its branches are no longer pending
+    ablate_here(cfg)          # rerun: the trunk is done and never fit, so its branches are not pending
     assert '1 runs, 1 finished, 0 to train' in capsys.readouterr().out
     res = json.load(open(tmp_path / 'grid' / 'results.json'))
-    assert [(a['point'], a['never_fit'], a['pending_seeds']) for a in res['arms'].values()] == [('trunk', [1], [])]
+    # and they are never fit at their points, as the trunk is: counted as area 0 there, not dropped
+    assert [(a['point'], a['never_fit'], a['pending_seeds']) for a in res['arms'].values()] == [
+        ('trunk', [1], []), (2, [1], []), (4, [1], [])]
+    assert all(a['area']['never_fit_as_0']['per_seed'] == {'1': 0.0} for a in res['arms'].values())
 
 
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
@@ -539,7 +552,7 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
     outcomes.find_fit(runs)
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'fit_accuracy', 'extrap_threshold',
                                            'extrap_task', 'range_threshold', 'deteriorate_drop', 'deteriorate_evals',
-                                           'delta', 'families')}
+                                           'delta', 'families', 'eval_variants', 'comparisons')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16,
             'deteriorate_multiple': 4, 'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
     res = outcomes.summarize(runs, cfg, ['study.py'])
@@ -567,7 +580,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
                                            'extrap_multiple', 'extrap_threshold', 'extrap_task', 'range_threshold',
                                            'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals', 'delta',
-                                           'families')}
+                                           'families', 'eval_variants', 'comparisons')}
     # every arm continues the same runs
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
@@ -691,6 +704,55 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     from study import verdicts                                          # the README's headline, from this study
     assert verdicts.mid_range(res) == ('niah_single', '16')            # the control's late 16x sits nearest 0.5
     verdicts.draw_long_headline(res, str(tmp_path / 'headline.png'))
+
+
+def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path):
+    """Planted areas on 8 seeds at +1000 and +4000: under 'yarn' every area gains 0.2 and vpad's a further
+    0.1 (an interaction of +0.1), plain vpad is 0.1 above none; vpad's seed 8 trunk never fit, so its
+    branches are never fit at both points, as area 0 in the second analysis, which then differs."""
+    noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001, -0.004]
+
+    def run(arm, seed, point, area, gain):
+        r = fake_run(tmp_path, f"{arm}/{point}", seed, 1.0, 2 * area - 1.0, fit_log(100))  # area: mean of 1x, 16x
+        yarn = {'block_size': 128, 'length_eval': {'niah_single': {'1x': 1.0, '16x': 2 * (area + gain) - 1.0}}}
+        return dataclasses.replace(r, arm=arm, point=point, cfg={'steps_after_fit': 4000},
+                                   evals={'yarn': yarn} if point != 'trunk' else {})
+    runs = []
+    for s, n in zip(range(1, 9), noise):
+        for arm, area, gain in (('none', 0.5 + n, 0.2), ('vpad', 0.6 + 2 * n, 0.3 + n)):
+            if (arm, s) == ('vpad', 8):
+                trunk = dataclasses.replace(run(arm, s, 'trunk', 0.0, 0), records=fit_log(None))
+                runs += [trunk] + [dataclasses.replace(run(arm, s, p, 0.0, 0), state='never fit', eval=None, evals={})
+                                   for p in (1000, 4000)]
+                continue
+            runs += [run(arm, s, p, area, gain) for p in (1000, 4000)] + [run(arm, s, 'trunk', area - 0.05, 0)]
+    outcomes.find_fit(runs)
+    cfg = configure(abl.study_settings(), []) | {
+        'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 1000,
+        'late_snapshot': 4000, 'eval_variants': 'yarn',
+        'comparisons': {'practice': [['none@yarn', 'vpad'], ['vpad@yarn - none@yarn', 'vpad - none']]}}
+    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    for point in ('+1000', '+4000'):
+        arm = res['arms'][f'vpad {point}']
+        assert arm['never_fit'] == [8] and arm['area']['never_fit_as_0']['per_seed']['8'] == 0.0
+        v = arm['vs_control']['area']
+        assert len(v['left_out']['seeds']) == 7 and len(v['never_fit_as_0']['seeds']) == 8
+        assert v['left_out']['p'] != v['never_fit_as_0']['p']            # the two analyses, at every cooled point
+        yarn = arm['variants']['yarn']
+        assert yarn['area']['mean'] == pytest.approx(sum(0.6 + 2 * n + 0.3 + n for n in noise[:7]) / 7)
+        assert yarn['area']['never_fit_as_0']['per_seed']['8'] == 0.0
+        assert yarn['vs_control']['left_out']['difference'] == pytest.approx(0.2 + sum(2 * n for n in noise[:7]) / 7)
+    assert 'yarn' not in res['arms']['vpad +4000 uncooled'].get('variants', {})      # a trunk is evaluated plain
+    tests = {(t['point'], t['a']): t for t in res['comparisons']}
+    inter = tests[4000, 'vpad@yarn - none@yarn']['left_out']
+    assert inter['difference'] == pytest.approx(0.1 + sum(n for n in noise[:7]) / 7) and inter['label'] == 'higher'
+    first = tests[4000, 'none@yarn']['left_out']          # none under yarn against vpad plain: 0.7 vs 0.6
+    assert first['difference'] == pytest.approx(0.1 + sum(-n for n in noise[:7]) / 7)
+    assert first['p_holm'] == pytest.approx(min(1, 2 * min(first['p'], inter['p'])) if first['p'] <= inter['p'] else
+                                            max(first['p'], 2 * inter['p']))        # Holm over the family of 2
+    md = tables.format_markdown(res)
+    assert '**Comparisons**' in md and '| +4000 | practice | (vpad@yarn - none@yarn) - (vpad - none) |' in md
+    assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
 
 
 def test_the_mismatch_correlation_is_also_given_within_each_arm():
@@ -986,6 +1048,47 @@ def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == 'deteriorate: none_wd 1 of 2, none 0 of 1; Fisher p = 1.000'
+
+
+def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, capsys):
+    """A run evaluated plain and under 'yarn': its record holds both with their keys and the provenance
+    its log and eval name; recalled, it gives them back; a study that now asks for another variant
+    trains it again (its record was evaluated another way)."""
+    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    prov = {'commit': 'abc', 'cpu': 'Some CPU', 'torch': '2.13.0'}
+    run = Run('none', 1, os.path.join(grid, 'none', 'seed1'), [], {'max_iters': 9, 'device': 'cpu'}, ['mqar'], True,
+              state='done',
+              records=[{'iter': 0, 'fit_iter': None, 'provenance': prov}, {'iter': 9, 'fit_iter': 3}],
+              eval={'area': 1, 'provenance': prov}, mismatch={'layers': 0}, evals={'yarn': {'area': 2}})
+    os.makedirs(run.dir)
+    for name, key, rec in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu'), run.eval),
+                           (rundir.eval_cache('yarn'), evals.eval_key(run, mults, 3, 'cpu', 'yarn'), run.evals['yarn']),
+                           (rundir.MISMATCH_CACHE, evals.mismatch_key(run), run.mismatch)):
+        rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': rec}).encode())
+    assert 'variant' not in evals.eval_key(run, mults, 3, 'cpu')        # the plain key is as it always was
+    evals.save_records([run], records, grid, ('yarn',))
+    saved = json.load(open(os.path.join(records, 'none', 'seed1.json')))
+    assert saved['variants']['yarn'] == {'key': evals.eval_key(run, mults, 3, 'cpu', 'yarn'), 'record': {'area': 2}}
+    assert saved['provenance'] == {'train': [prov], 'eval': prov}
+    assert outcomes.machine_of(saved['provenance']) == 'Some CPU, torch 2.13.0'
+    shutil.rmtree(grid)
+    fresh = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
+    evals.recall([fresh], records, grid, mults, 3, ('yarn',))
+    assert (fresh.state, fresh.evals, fresh.provenance) == ('done', {'yarn': {'area': 2}}, saved['provenance'])
+    again = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
+    evals.recall([again], records, grid, mults, 3, ('yarn', 'ntk'))
+    assert again.state == 'new' and 'was evaluated another way' in capsys.readouterr().out
+    # a trunk is evaluated plain only, and a branch planned as its copy does not lend it the branch's variants
+    trunk = dataclasses.replace(run, point='trunk', evals={}, eval=None)
+    branch = dataclasses.replace(trunk, dir=os.path.join(run.dir, 'cooldown2'), point=2, trunk=run.dir)
+    for r in (trunk, branch):
+        os.makedirs(r.dir, exist_ok=True)
+        open(os.path.join(r.dir, rundir.CKPT), 'w').close()
+        for v in ('', 'yarn'):
+            rundir.write_atomic(os.path.join(r.dir, rundir.eval_cache(v)), json.dumps(
+                {'key': evals.eval_key(r, mults, 3, 'cpu', v), 'record': {'variant': v or 'plain'}}).encode())
+    evals.evaluate([trunk, branch], mults, 3, compute=False, variants=('yarn',))
+    assert (trunk.eval, trunk.evals) == ({'variant': 'plain'}, {}) and branch.evals == {'yarn': {'variant': 'yarn'}}
 
 
 def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, capsys):
