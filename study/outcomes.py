@@ -12,8 +12,9 @@ import eval_lengths
 import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING
-from study.stats import (DELTA, TESTS, deteriorates, fisher_exact, holm, label, mean_ci, mean_std, pearson,
-                         permutation_test, seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+from study.stats import (DELTA, MARGIN, TESTS, deteriorates, fisher_exact, holm, label, leave_one_out, mean_ci,
+                         mean_std, pearson, permutation_test, seeds_for_power, seeds_for_shift, sign_flip_test,
+                         smallest_fisher_p, wilson)
 
 def find_fit(runs):
     """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
@@ -146,7 +147,8 @@ def area_test(x, y, shift=DELTA):
     p, method = sign_flip_test(d)
     mean, ci = mean_ci(d, clip=False)
     sd = mean_std(d)[1]
-    return {'seeds': [int(s) for s in both], 'difference': mean, 'ci95': ci,
+    return {'seeds': [int(s) for s in both], 'per_seed': {str(s): v for s, v in zip(both, d)}, 'difference': mean,
+            'ci95': ci,
             'ci90': mean_ci(d, clip=False, level=0.90)[1],
             'sd': sd, 'p': p, 'method': method, 'seeds_for_power': seeds_for_shift(sd, shift), 'shift': shift,
             'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
@@ -172,12 +174,15 @@ def test_groups(arms_out, cfg):
             for family, arms in families.items()]
 
 
-def adjust(tests, delta):
-    """Holm over one family's tests (in place), then each one's label from its interval."""
+def adjust(tests, delta, robust=False):
+    """Holm over one family's tests (in place), then each one's label from its interval; robust (the
+    primary comparisons): also each one's leave-one-seed-out range of Holm p, and whether its label survives."""
     for t, p in zip(tests, holm([t['p'] for t in tests])):
         t['p_holm'] = p
         if 'ci90' in t:
             t['label'] = label(p, t['ci90'], t['ci95'], delta)
+    if robust and all('per_seed' in t for t in tests):
+        leave_one_out(tests, delta)
 
 
 def add_outcomes(arms_out, per_run, cfg, study_argv):
@@ -196,7 +201,8 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
             v.update(control=control, family=family)
         tested = [arms_out[n]['vs_control'] for n in names]
         adjust([v['fisher'] for v in tested if v['fisher']], cfg['delta'])
-        adjust([v['area']['left_out'] for v in tested if v['area']['left_out']], cfg['delta'])   # the primary outcome
+        adjust([v['area']['left_out'] for v in tested if v['area']['left_out']], cfg['delta'], robust=True)   # primary
+        adjust([v['area']['never_fit_as_0'] for v in tested if v['area']['never_fit_as_0']], cfg['delta'])
 
 
 def long_training(arms_out, cfg):
@@ -244,7 +250,7 @@ def long_training(arms_out, cfg):
     for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
         tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in arms}
         tests = {a: dict(t, family=family) for a, t in tests.items() if t}
-        adjust(list(tests.values()), delta)
+        adjust(list(tests.values()), delta, robust=True)
         out['change_vs_control'].update(tests)
     runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
             for a in cfg['arms']}
@@ -322,7 +328,7 @@ def comparisons(arms_out, cfg):
                     t[which] = area_test(values(a, point, which), values(b, point, which), cfg['delta'])
                 tests.append(t)
             for which in ('left_out', 'never_fit_as_0'):
-                adjust([t[which] for t in tests if t[which]], cfg['delta'])
+                adjust([t[which] for t in tests if t[which]], cfg['delta'], robust=which == 'left_out')
             out += tests
     return out
 
@@ -388,6 +394,46 @@ def variant_outcomes(by_variant, per_run, cfg):
         out[variant] = {'area': o['area'], 'range': o['range'],
                         'accuracy': {str(m): sum(v) / len(v) for m, v in sorted(means.items())}}
     return out
+
+
+def rederive(results):
+    """A committed results.json's labels and leave-one-out robustness, from its own numbers under the
+    current wording of the rule (tests summarized before they kept their per-seed differences get them
+    back from the arms' per-seed areas). In place; -> results."""
+    arms, delta = results['arms'], results['rule'].get('delta', DELTA)
+    at = {(a['arm'], a['point']): a for a in arms.values()}
+
+    def areas(arm, point, which='left_out'):
+        area = at.get((arm, point), {}).get('area', {})
+        return area.get('per_seed', {}) if which == 'left_out' else area.get('never_fit_as_0', {}).get('per_seed', {})
+
+    def restore(t, x, y):
+        if t and 'per_seed' not in t:
+            t['per_seed'] = {str(s): x[str(s)] - y[str(s)] for s in t['seeds']}
+    families = {}
+    for name, arm in arms.items():
+        v = arm.get('vs_control') or {}
+        for which in ('left_out', 'never_fit_as_0'):
+            t = (v.get('area') or {}).get(which)
+            if t:
+                control = arms[v['control']] if 'control' in v else arms[results['rule']['control']]
+                restore(t, areas(arm['arm'], arm['point'], which), areas(control['arm'], control['point'], which))
+                families.setdefault((control['point'], v.get('family'), which), []).append(t)
+    for (_, _, which), tests in families.items():
+        adjust(tests, delta, robust=which == 'left_out')
+    L = results.get('long')
+    if L:
+        c = results['rule']['control']
+        change = {a: {s: late - areas(a, L['early'])[s] for s, late in areas(a, L['late']).items()
+                      if s in areas(a, L['early'])} for a in {x for x, _ in at}}
+        for a, t in L['change_vs_control'].items():
+            restore(t, change[a], change[c])
+        for fam in {t.get('family') for t in L['change_vs_control'].values()}:
+            adjust([t for t in L['change_vs_control'].values() if t.get('family') == fam], delta, robust=True)
+        for t in (*L['change'].values(), *L['cooldown'].values()):
+            if t:
+                adjust([t], delta)
+    return results
 
 
 def summarize(runs, cfg, study_argv):
@@ -468,9 +514,11 @@ def summarize(runs, cfg, study_argv):
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
     rule.update(delta=cfg['delta'], families=cfg['families'],
-                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (within its "
-                      f"family) is <= {TESTS['alpha']}, 'equivalent within +-{cfg['delta']:g}' where its 90% interval "
-                      f"lies inside, else 'not resolved' with its 95% interval")
+                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (exact sign flip, "
+                      f"within its family) is <= {TESTS['alpha']}; 'equivalent within +-{cfg['delta']:g}' where its "
+                      f"unadjusted 90% interval (Student t) lies inside; else 'not resolved' with its 95% interval, "
+                      f"'after Holm' where that interval excludes 0 but the Holm p is above {TESTS['alpha']}; "
+                      f"'at the margin' where the Holm p or a 90% bound lies within {MARGIN} of its threshold")
     if cfg['eval_variants']:
         rule['eval_variants'] = cfg['eval_variants']
     if cfg['comparisons']:

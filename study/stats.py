@@ -95,26 +95,69 @@ def fmt_p(p):
 
 
 def verdict(t, delta):
-    """The label of a paired test as results.json holds it (difference, sd, seeds, ci95, p_holm); a
-    study summarized before labels were written gets its 90% interval from its sd and seeds."""
-    if 'label' in t:
-        return t['label']
-    ci90 = t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90) if t['sd'] is not None else None
+    """The label of a paired test from the numbers results.json holds (difference, sd, seeds, ci95,
+    p_holm, ci90), under the current wording of the rule (a study summarized before its 90% interval was
+    stored gets it from its sd and seeds)."""
+    ci90 = t.get('ci90') or (t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90)
+                             if t['sd'] is not None else None)
     return label(t.get('p_holm', t['p']), ci90, t['ci95'], delta)
+
+
+MARGIN = 0.005   # a Holm p or an interval bound this close to its threshold reads "at the margin"
 
 
 def label(p_holm, ci90, ci95, delta, alpha=0.05):
     """A comparison's verdict, read from its test and its intervals, never from a p-value alone:
-    'higher' / 'lower' where the Holm-adjusted p is <= alpha (the sign of the interval's centre);
-    'equivalent within +-delta' where the 90% interval lies inside (-delta, +delta) (two one-sided
-    tests at alpha); else 'not resolved: [a, b]' with the 95% interval."""
+    'higher' / 'lower' where the Holm-adjusted p (exact sign flip) is <= alpha (the sign of the
+    interval's centre); 'equivalent within +-delta' where the unadjusted 90% interval (Student t) lies
+    inside (-delta, +delta) (two one-sided tests at alpha, not adjusted for multiplicity); else 'not
+    resolved: [a, b]' with the 95% interval, or 'not resolved after Holm' where that interval excludes
+    0 but the Holm p is above alpha (both quoted). A Holm p within MARGIN of alpha, or a 90% bound
+    within MARGIN of delta, adds '(at the margin: ...)'."""
     if ci95 is None:
         return 'not resolved: one seed'
+    near_p = p_holm is not None and abs(p_holm - alpha) <= MARGIN
+    bound = max(-ci90[0], ci90[1]) if ci90 else None          # the 90% interval's bound farthest from 0
+    near_bound = bound is not None and abs(bound - delta) <= MARGIN
     if p_holm is not None and p_holm <= alpha:
-        return 'higher' if ci95[0] + ci95[1] > 0 else 'lower'
+        return ('higher' if ci95[0] + ci95[1] > 0 else 'lower') + (
+            f" (at the margin: Holm p {p_holm:.3f})" if near_p else '')
+    interval = f"[{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
     if -delta < ci90[0] and ci90[1] < delta:
-        return f"equivalent within +-{delta:g}"
-    return f"not resolved: [{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
+        return f"equivalent within +-{delta:g}" + (f" (at the margin: 90% bound {bound:.3f})" if near_bound else '')
+    margin = [f"Holm p {p_holm:.3f}"] * near_p + [f"90% bound {bound:.3f} against +-{delta:g}"] * near_bound
+    margin = f" (at the margin: {'; '.join(margin)})" if margin else ''
+    if (ci95[0] > 0 or ci95[1] < 0) and p_holm is not None:
+        return f"not resolved after Holm: {interval} excludes 0, Holm p {fmt_p(p_holm)}" + margin
+    return f"not resolved: {interval}" + margin
+
+
+def decision(text):
+    """What a label decides, without its annotations: 'higher', 'lower', 'equivalent' or 'not resolved'."""
+    return next(d for d in ('higher', 'lower', 'equivalent', 'not resolved') if text.startswith(d))
+
+
+def leave_one_out(tests, delta, alpha=0.05):
+    """The robustness of one Holm family's paired tests (each with its per-seed differences): with each
+    seed left out of every test of the family in turn, the range of each test's Holm p and whether its
+    label's decision survives every leave-one-out; the seeds whose removal changes it. In place."""
+    seeds = sorted({s for t in tests for s in t['per_seed']}, key=int)
+    runs = {id(t): [] for t in tests}
+    for out in seeds:
+        ds = [[d for s, d in t['per_seed'].items() if s != out] for t in tests]
+        ps = [sign_flip_test(d)[0] if len(d) > 1 else 1.0 for d in ds]
+        for t, d, p in zip(tests, ds, holm(ps)):
+            mean, ci95 = mean_ci(d, clip=False)
+            ci90 = mean_ci(d, clip=False, level=0.90)[1]
+            runs[id(t)].append((out, p, decision(label(p, ci90, ci95, delta, alpha)) if ci95 else 'not resolved'))
+    for t in tests:
+        got = runs[id(t)]
+        if not got:
+            continue
+        keep = decision(label(t['p_holm'], t['ci90'], t['ci95'], delta, alpha))
+        t['leave_one_out'] = {'p_holm': [min(p for _, p, _ in got), max(p for _, p, _ in got)],
+                              'survives': all(d == keep for _, _, d in got),
+                              'flips': [int(s) for s, _, d in got if d != keep]}
 
 
 def pearson(xs, ys):

@@ -6,13 +6,15 @@ it after a grid; from a committed results.json alone (its runs need not be here)
     python -m study.tables results/<study>/results.json ...     # rewrites results.md beside each
 """
 
+import json
 import os
 import sys
 
 import rundir
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
-from study.stats import DELTA, fmt_p, range_text, verdict
+from study.outcomes import rederive
+from study.stats import DELTA, decision, fmt_p, range_text, verdict
 
 
 def fmt_ci(x, ci):
@@ -67,8 +69,8 @@ def area_table(results):
     shift = rule.get('delta', DELTA)       # (studies summarized before delta was set in the config)
     controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
     lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
-             f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | seeds for {shift:g} | "
-             f"never fit as 0: paired p |", '| --- |' + ' --- |' * 8]
+             f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | leave one seed out: Holm p "
+             f"(verdict kept?) | seeds for {shift:g} | never fit as 0: paired p (Holm) |", '| --- |' + ' --- |' * 9]
     for name, arm in results['arms'].items():
         a = arm['area']
         sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
@@ -79,11 +81,10 @@ def area_table(results):
         if t:
             ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
             cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
-                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift),
-                      str(t['seeds_for_power'] or '-'),
-                      fmt_p(t0['p']) if t0 else '-']
+                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), robustness(t),
+                      str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift)]
         else:
-            cells += ['control' if name in controls else '-'] + ['-'] * 4
+            cells += ['control' if name in controls else '-'] + ['-'] * 5
         lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
               f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
@@ -99,6 +100,27 @@ def area_table(results):
               f"sign-flip test can reach 0.05). Never fit as 0: the same test with never-fit runs counted as "
               f"failures (area 0).", '']
     return lines
+
+
+def robustness(t):
+    """A primary test's leave-one-seed-out cell: the range of its Holm p, and whether its verdict holds
+    with any one seed left out (else the seeds whose removal changes it)."""
+    r = t.get('leave_one_out')
+    if not r:
+        return '-'
+    lo, hi = r['p_holm']
+    return (f"{fmt_p(lo)}-{fmt_p(hi)}, " + ('kept' if r['survives'] else
+                                           f"changes without seed {', '.join(map(str, r['flips']))}"))
+
+
+def never_fit_text(t, t0, delta):
+    """The never-fit-as-0 analysis beside the primary one: its p (Holm), and its verdict where it differs."""
+    if not t0:
+        return '-'
+    out = f"{fmt_p(t0['p'])} ({fmt_p(t0.get('p_holm', t0['p']))})"
+    if t and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
+        out += f": {verdict(t0, delta)}, unlike the verdict left out"
+    return out
 
 
 def control_of(results, name):
@@ -276,16 +298,16 @@ def comparisons_table(results):
              "a - b per seed, each side an arm's area (`arm@variant`: under that variant) or a difference of two "
              "(an interaction), sign-flip test, Holm within each family at each point"
              + (f"; primary at +{late}, the other points secondary" if late else '') + '.', '',
-             '| point | family | a - b | mean [95% CI] | seeds | p (Holm) | verdict | never fit as 0: mean, p (Holm), '
-             'verdict |', '| --- |' + ' --- |' * 7]
+             '| point | family | a - b | mean [95% CI] | seeds | p (Holm) | verdict | leave one seed out | '
+             'never fit as 0: mean, p (Holm), verdict |', '| --- |' + ' --- |' * 8]
     for t in results['comparisons']:
         point = '-' if t['point'] is None else f"+{t['point']}"
         t0 = t['never_fit_as_0']
         zero = '-' if not t0 else f"{t0['difference']:+.3f}, {holm_text(t0)}, {verdict(t0, delta)}"
-        if t0 and t['left_out'] and verdict(t0, delta) != verdict(t['left_out'], delta):
+        if t0 and t['left_out'] and decision(verdict(t0, delta)) != decision(verdict(t['left_out'], delta)):
             zero += ' (differs)'
         lines.append(f"| {point} | {t['family']} | {side(t['a'])} - {side(t['b'])} | "
-                     + ' | '.join(diff_cells(t['left_out'], delta)) + f" | {zero} |")
+                     + ' | '.join(diff_cells(t['left_out'], delta)) + f" | {robustness(t['left_out'] or {})} | {zero} |")
     return lines + ['']
 
 
@@ -371,14 +393,16 @@ def format_markdown(results):
 
 def main(paths):
     if not paths or any(p in ('-h', '--help') for p in paths):
-        raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: "
-                         "rewrites results.md beside each")
+        raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: rewrites each one's labels "
+                         "and leave-one-out robustness from its numbers, and results.md beside it")
     for path in paths:
         results = rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study")
+        rederive(results)
         out = os.path.join(os.path.dirname(path), 'results.md')
         with rundir.writing(out, 'the summary', 'rerun this command'):
+            rundir.write_atomic(path, json.dumps(results, indent=1).encode())
             rundir.write_atomic(out, format_markdown(results).encode())
-        print(f"wrote {out}")
+        print(f"wrote {path} and {out}")
 
 
 if __name__ == '__main__':

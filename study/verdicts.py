@@ -18,7 +18,7 @@ import sys
 
 import rundir
 
-from study.stats import DELTA, fmt_p, range_text, verdict
+from study.stats import DELTA, decision, fmt_p, range_text, t_interval, verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -32,6 +32,7 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
            ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2')]
+EXTRA = ['study_scaling', 'study_quick', 'study_scale']   # studies checked for mixed machines, not in the table
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
 MAP = 'study_regime'
@@ -39,11 +40,19 @@ LONG = 'study_long'    # once it has results, the headline is its picture: each 
 AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 
-def paired_row(claim, link, what, t, delta, holm_p=True):
-    """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives."""
+def paired_row(claim, link, what, t, delta, holm_p=True, t0=None):
+    """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives,
+    with the interval that decides it where that is not the 95% one (equivalence: the 90% interval), and
+    the never-fit-as-0 analysis (t0) where its label differs."""
     ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
+    text = verdict(t, delta)
+    if decision(text) == 'equivalent':
+        lo, hi = t.get('ci90') or t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90)
+        text += f", 90% [{lo:+.3f}, {hi:+.3f}]"
+    if t0 and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
+        text += f"; never fit as 0: {verdict(t0, delta)}"
     return (f"| {claim} | {link} | {what}, {t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | "
-            f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {verdict(t, delta)} |")
+            f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {text} |")
 
 
 def long_rows(name, claims, res):
@@ -63,12 +72,14 @@ def long_rows(name, claims, res):
                 for a, t in L['change_vs_control'].items()]
     for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
         for a in arms:
-            t = (area.get(a, {}).get('vs_control') or {}).get('area', {}).get('left_out')
+            tests = (area.get(a, {}).get('vs_control') or {}).get('area', {})
+            t = tests.get('left_out')
             if not t or c not in area:
                 continue
             row = paired_row(claims[1] if family == 'sites' else claims[0], link,
                              f"{a} vs {c}, cooled area at +{late}: "
-                             f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta)
+                             f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta,
+                             t0=tests.get('never_fit_as_0'))
             (sites if family == 'sites' else claim_1).append(row)
     return claim_1 + sites
 
@@ -87,11 +98,12 @@ def rows(name, claim, res):
     ceiling = (ctrl['area']['median'] or 0) >= 0.95 or ctrl['extrapolates']['count'] == ctrl['extrapolates']['of'] > 0
     out = []
     for n, a in arms.items():
-        t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
+        tests = (a.get('vs_control') or {}).get('area', {})
+        t = tests.get('left_out')
         if n == control or not t:
             continue
         what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
-        row = paired_row(claim, link, what, t, delta)
+        row = paired_row(claim, link, what, t, delta, t0=tests.get('never_fit_as_0'))
         out.append(row.rsplit(' | ', 1)[0] + ' | untestable on this recipe: the control is at ceiling |' if ceiling
                    else row)
     return out
@@ -113,6 +125,25 @@ def table():
             lines.append('| | | ' + rest if (claim_cell, study_cell) == last else row)
             last = claim_cell, study_cell
     return '\n'.join(lines)
+
+
+def mixed_machines(names=None):
+    """Studies whose paired runs of one seed trained on different machines (results.json's 'machines'):
+    a pair broken across CPUs compares the machines as well as the arms. One line per study."""
+    out = []
+    for name in names or [s for s, _ in STUDIES] + [s for s in EXTRA if s not in dict(STUDIES)]:
+        res = load(name) or {}
+        where = {}
+        for machine, by_arm in res.get('machines', {}).items():
+            for seeds in by_arm.values():
+                for s in seeds:
+                    where.setdefault(s, set()).add(machine)
+        mixed = sorted(s for s, ms in where.items() if len(ms) > 1)
+        if mixed:
+            out.append(f"{name}: the arms of seed(s) {', '.join(map(str, mixed))} trained on different machines "
+                       f"({'; '.join(sorted(set().union(*(where[s] for s in mixed))))}): those pairs compare "
+                       f"machines as well as arms")
+    return out
 
 
 def with_table(readme, tbl):
@@ -226,6 +257,8 @@ def main(argv):
     tbl = table()
     new = with_table(readme, tbl)
     if '--check' in argv:
+        for line in mixed_machines():
+            print(f"warning: {line}")
         if new != readme:
             raise SystemExit("README.md's verdict table differs from what the results give: "
                              "run python -m study.verdicts")

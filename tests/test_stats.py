@@ -75,7 +75,9 @@ def test_pearson_and_its_fisher_z_interval_match_scipy():
     ([-0.09, -0.11, -0.10, -0.12, -0.08, -0.10, -0.09, -0.11], 3, 'lower'),    # Holm over 3 still <= 0.05
     ([0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0], 1, 'equivalent within +-0.05'),
     ([0.2, -0.15, 0.1, -0.2, 0.05, 0.15, -0.1, 0.0], 1, 'not resolved: '),     # wide: neither
-    ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 16, 'not resolved: [+0.0'),         # p 1/32, but Holm over 16 families
+    ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 16,                                 # p 1/32, but Holm over 16 families:
+     'not resolved after Holm: [+0.043, +0.074] excludes 0, Holm p 0.500'),     # the interval and the p, quoted
+    ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 1.5, 'higher (at the margin: Holm p 0.047)'),
 ])
 def test_each_verdict_label_comes_from_planted_per_seed_differences(d, holm_of, expected):
     """Labels read from the interval: higher / lower only where Holm's p <= 0.05, equivalent where the
@@ -83,6 +85,34 @@ def test_each_verdict_label_comes_from_planted_per_seed_differences(d, holm_of, 
     p, _ = stats.sign_flip_test(d)
     (_, ci95), (_, ci90) = stats.mean_ci(d, clip=False), stats.mean_ci(d, clip=False, level=0.90)
     assert stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05).startswith(expected)
+
+
+def test_a_bound_at_the_margin_of_equivalence_is_marked():
+    """90% interval [-0.010, +0.048] against delta 0.05: equivalent, at the margin; its mirror just
+    outside (+0.052) is not resolved, at the margin too."""
+    assert stats.label(0.5, [-0.01, 0.048], [-0.02, 0.06], 0.05) == \
+        'equivalent within +-0.05 (at the margin: 90% bound 0.048)'
+    assert stats.label(0.5, [-0.01, 0.052], [-0.02, 0.06], 0.05) == \
+        'not resolved: [-0.020, +0.060] (at the margin: 90% bound 0.052 against +-0.05)'
+    assert stats.decision('not resolved after Holm: [+0.043, +0.074] excludes 0, Holm p 0.500') == 'not resolved'
+
+
+def test_leave_one_out_names_the_seeds_a_verdict_rests_on():
+    """A family of two: one test whose 8 seeds all rise (higher, kept whichever seed is left out: 7 seeds
+    all up give p 2/128, Holm over two 2/64); one higher only because seeds 3 and 6 fall by little (p
+    8/256): leave out any seed that rises and the Holm p passes 0.05; leave out 3 or 6 and it stays."""
+    def test_of(d):
+        p, _ = stats.sign_flip_test(d)
+        return {'per_seed': {str(s): v for s, v in enumerate(d, 1)}, 'p': p,
+                'ci95': stats.mean_ci(d, clip=False)[1], 'ci90': stats.mean_ci(d, clip=False, level=0.90)[1]}
+    strong = test_of([0.09, 0.11, 0.10, 0.12, 0.08, 0.10, 0.09, 0.11])
+    fragile = test_of([0.02, 0.03, -0.01, 0.02, 0.03, -0.005, 0.02, 0.04])
+    for t, p in zip((strong, fragile), stats.holm([strong['p'], fragile['p']])):
+        t['p_holm'] = p
+    assert stats.label(fragile['p_holm'], fragile['ci90'], fragile['ci95'], 0.05) == 'higher'
+    stats.leave_one_out([strong, fragile], 0.05)
+    assert strong['leave_one_out'] == {'p_holm': [2 / 64, 2 / 64], 'survives': True, 'flips': []}
+    assert fragile['leave_one_out'] == {'p_holm': [2 / 64, 4 / 64], 'survives': False, 'flips': [1, 2, 4, 5, 7, 8]}
 
 
 def test_permutation_test_exact_by_hand_and_against_scipy():
@@ -149,9 +179,11 @@ def test_verdict_rows_say_untestable_at_ceiling_and_read_their_label_from_the_in
     # every run passes
     assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]
     weak = dict(t, p=0.03, p_holm=0.09)  # Holm > 0.05, and the 90% interval (+0.056, +0.104) reaches past 0.05
-    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith('| not resolved: [+0.050, +0.110] |')
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith(
+        '| not resolved after Holm: [+0.050, +0.110] excludes 0, Holm p 0.090 |')
     small = dict(weak, difference=0.01, ci95=[-0.02, 0.04], sd=0.047)   # 90% interval +0.01 +- 0.024: inside +-0.05
-    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith('| equivalent within +-0.05 |')
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith(
+        '| equivalent within +-0.05, 90% [-0.014, +0.034] |')          # the interval that decides it, quoted
 
 
 def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
@@ -169,7 +201,8 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
     assert [r.split(' | ')[0] for r in rows] == ['| claim 1'] * 4 + ['| claims 3-4']
     assert 'none: cooled area at +1000 -> +10000, 0.500 -> 0.400, -0.100 [-0.120, -0.080] ' \
         '| 0.001 | - |' in rows[0] and rows[0].endswith('| lower |')
-    assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith('| equivalent within +-0.05 |')
+    assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith(
+        '| equivalent within +-0.05, 90% [-0.006, +0.026] |')
     assert 'none_wd vs none, cooled area at +10000: 0.300 vs 0.400, -0.100' in rows[3] and rows[3].endswith('| lower |')
     assert 'vpad vs none, cooled area at +10000: 0.500 vs 0.400, +0.100' in rows[4] and rows[4].endswith('| higher |')
 
