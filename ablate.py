@@ -118,6 +118,8 @@ early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_f
                            # deterioration is a run's cooled area
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
                            # and the last snapshot), and the arms are compared at late_snapshot
+rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
+                           # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
@@ -575,12 +577,18 @@ def summary_dir(cfg, argv):
     path = os.path.join(out, 'results.json')
     if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
         try:
-            command = rundir.read_json(path, '').get('command', '')
+            command = rundir.read_json(path, '').get('command')
+            if not (isinstance(command, str) and command.startswith('python ablate.py ')):
+                raise SystemExit(f"{path} names no grid (its command is {command!r})")
+            try:
+                argv = shlex.split(command)[2:]
+            except ValueError as e:
+                raise SystemExit(f"{path} names no grid (its command {command!r}: {e})") from None
         except SystemExit as e:           # unreadable: no grid can be told from it; kept beside, not lost
             with rundir.writing(path, 'the damaged summary aside', 'rerun this command'):
                 print(f"{str(e.code).rstrip('; ')}: set aside as {rundir.set_aside(path)}, a new one is written")
             return out
-        if grid_of(shlex.split(command)[2:]) != grid:
+        if grid_of(argv) != grid:
             raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
                              f"its own place, e.g. --results_dir={cfg['grid_dir']}")
     return out
@@ -593,6 +601,54 @@ def strand(runs, never):
     stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and never_fit(r.records)}
     return ([r for r in runs if r.trunk not in stranded],
             never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
+
+
+# the study keys that decide a test or a label: the pre-registered rule, recorded in results.json with the commit
+# of the config that fixed it
+RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'extrap_multiple', 'extrap_threshold',
+             'extrap_task', 'range_threshold', 'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals',
+             'early_snapshot', 'late_snapshot', 'multiples', 'eval_samples', 'eval_variants')
+
+
+def rule_of(cfg):
+    return json.loads(json.dumps({k: cfg[k] for k in RULE_KEYS}))     # as results.json holds it (lists, not tuples)
+
+
+def rule_change(cfg, argv, out):
+    """The rule this grid's summary in `out` was written under, against this config's: -> None (no
+    summary, none recorded, or the same rule), the change recorded there before (still declared), or this
+    change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
+    An undeclared change is refused in one line naming the keys, before anything runs."""
+    path = os.path.join(out, 'results.json')
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        same_grid = grid_of(shlex.split(old['command'])[2:]) == grid_of(argv)
+        fixed = old['rule'].get('fixed') if same_grid else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None                          # no summary of this grid's to hold it to (summary_dir set a bad one aside)
+    now = rule_of(cfg)
+    changed = [k for k in now if isinstance(fixed, dict) and fixed.get(k) != now[k]]
+    if not changed:
+        return old.get('rule_change') if cfg['rule_changed'] else None
+    if not cfg['rule_changed']:
+        raise SystemExit(f"{path} was summarized under another rule: " + ', '.join(
+            f"{k}={fixed.get(k)!r} there, {now[k]!r} now" for k in changed) + ". A pre-registered rule does not "
+            f"change after its results: restore it in the config, or declare why with rule_changed = '...' (the "
+            f"summary then states the change beside the old rule's labels)")
+    return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
+
+
+def labels(results):
+    """{test: label} of a summary's primary tests: each arm against its control, each change against the
+    control's, each of the study's comparisons."""
+    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
+           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
+    out |= {f"{a}'s change vs the control's": t.get('label')
+            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
+    out |= {f"{t['a']} vs {t['b']} at +{t['point']}": t['left_out'].get('label')
+            for t in results.get('comparisons', []) if t['left_out']}
+    return out
 
 
 def where_grid_stands(runs, argv):
@@ -622,6 +678,7 @@ def main(argv):
     runs = plan(cfg, passed, selected, train_settings)
     out = None if cfg['dry_run'] else summary_dir(cfg, argv)     # a dry run writes no summary, no eval cache
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
+    change = rule_change(cfg, argv, out) if out else None
     if out:
         rundir.check_writable(out, 'results.json', rerun)
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
@@ -664,29 +721,55 @@ def main(argv):
         queued = launch.launch(runs, cfg, extra)
         if cfg['eval_on'] != 'local':
             queued += launch.launch_evals(runs, cfg, mults, extra, variants)
-    # else only cached evals are read (eval jobs wrote them)
-    evaluated(runs)
-    for run in runs:
-        if run.state == 'done' and not is_evaluated(run, variants):
-            run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
-    find_fit(runs)
-    # --arms: not the others' plans
-    results = summarize([r for r in runs + never if r.selected or r.eval is not None], cfg, argv)
-    table = format_markdown(results)
-    if out is None:
-        print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')
-        return
-    with rundir.writing(out, 'the summary', rerun):
-        os.makedirs(out, exist_ok=True)
-        rundir.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
-        rundir.write_atomic(os.path.join(out, 'results.md'), table.encode())
-        print('\n' + table)
-        plot(results, step_curves(runs), out)
+    # a second ablate.py on this study waits here, then summarizes what both have finished
+    with rundir.summary_lock(cfg['grid_dir']) if out else contextlib.nullcontext():
+        runs, never, results = summary(runs, never, cfg, argv, records, evaluated, change)
+        table = format_markdown(results)
+        if out is None:
+            print('\n' + table + '\n(a dry run: the summary of the evaluated runs above is printed, not written)')
+            return
+        with rundir.writing(out, 'the summary', rerun):
+            os.makedirs(out, exist_ok=True)
+            rundir.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
+            rundir.write_atomic(os.path.join(out, 'results.md'), table.encode())
+            print('\n' + table)
+            plot(results, step_curves(runs), out)
     print(f"wrote {out}/results.json and results.md")
     if queued:
         print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")
     elif not cfg['dry_run'] and any(r.selected and r.state != 'done' for r in runs):
         sys.exit(1)
+
+
+def summary(runs, never, cfg, argv, records, evaluated, change):
+    """The grid's summary from the run dirs and records as they stand now (another ablate.py on this
+    study may have finished runs meanwhile: their states, evals and records are read again).
+    -> (runs, never, results)"""
+    for run in runs:
+        if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
+            run.state = state(run)
+    if records:
+        recall(runs, records, cfg['grid_dir'], eval_lengths.parse_multiples('multiples', cfg['multiples']),
+               cfg['eval_samples'], parse_variants(cfg['eval_variants']))
+    runs, never = strand(runs, never)
+    variants = parse_variants(cfg['eval_variants'])
+    evaluated(runs)               # cached evals are read (computed here where this grid computes them)
+    for run in runs:
+        if run.state == 'done' and not is_evaluated(run, variants):
+            run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
+    find_fit(runs)
+    # --arms: not the others' plans
+    summarized = [r for r in runs + never if r.selected or r.eval is not None]
+    results = summarize(summarized, cfg, argv)
+    config = argv[0] if argv and not argv[0].startswith('--') else None
+    results['rule']['fixed'] = rule_of(cfg)
+    commit = config and rundir.git('log', '-1', '--format=%H', '--', config)
+    results['rule']['config_commit'] = (commit + (' (the config has changed since)' if rundir.git(
+        'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
+    if change:       # the labels the old rule gave, beside the new rule's
+        before = summarize(summarized, cfg | change['before'], argv)
+        results['rule_change'] = dict(change, labels={k: [v, labels(results).get(k)] for k, v in labels(before).items()})
+    return runs, never, results
 
 
 if __name__ == '__main__':

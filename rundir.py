@@ -69,21 +69,23 @@ def eval_cache(variant=''):
     return EVAL_CACHE.replace('.json', f'_{variant}.json') if variant else EVAL_CACHE
 
 
+def git(*args):
+    """git's output in the repository this file is in, stripped; None without git or outside a checkout."""
+    import subprocess
+    try:
+        out = subprocess.run(['git', '-C', os.path.dirname(os.path.abspath(__file__)), *args], capture_output=True,
+                             text=True, timeout=20)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def provenance(device='cpu'):
     """What made a number: the code's commit (and whether tracked files differ from it), torch and Python,
     the CPU model, torch's thread count and the device. A run reproduces bit for bit on the same code, CPU
     model, torch and threads; on another CPU its per-seed values may differ. 'unknown' where not found."""
     import platform
-    import subprocess
     import torch
-    root = os.path.dirname(os.path.abspath(__file__))
-
-    def git(*args):
-        try:
-            out = subprocess.run(['git', '-C', root, *args], capture_output=True, text=True, timeout=20)
-            return out.stdout.strip() if out.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
     commit, changed = git('rev-parse', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
     cpu = 'unknown'
     with contextlib.suppress(OSError):
@@ -409,6 +411,20 @@ class DirLock:
         os.close(self.fd)
         self.fd = None
         HELD.discard(self)
+
+
+@contextlib.contextmanager
+def summary_lock(folder):
+    """Held while a study's summary is read and written: a blocking flock on <folder>/summary.lock (the
+    grid's folder), so two ablate.py on one study write one after the other, each from what it finds."""
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, 'summary.lock'), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        with contextlib.suppress(OSError):          # a file system without flock: unlocked, as DirLock goes on
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 @atexit.register

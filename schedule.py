@@ -21,9 +21,10 @@ def fits(accs, threshold):
 
 
 def parse_snapshots(text):
-    """snapshots_after_fit: '1000,4000,10000' -> (1000, 4000, 10000); '' -> ()."""
+    """snapshots_after_fit: '1000,4000,10000' -> (1000, 4000, 10000); '' -> (); an empty or blank item
+    ('1,,2', ' ') is refused, not dropped: a typo must not silently change a trunk's snapshots."""
     try:
-        steps = tuple(int(s) for s in text.split(',') if s.strip())
+        steps = tuple(int(s) for s in text.split(',')) if text else ()
     except ValueError:
         steps = None
     if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):

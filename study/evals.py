@@ -22,14 +22,27 @@ import eval_lengths
 import rundir
 import sample_data
 from model import dropout_mismatch
-from study.runs import Run, differing, tag
+from study.runs import Run, accuracies_wrong, differing, log_wrong, tag
+
+
+def record_wrong(name, record):
+    """What is wrong with a cached eval or mismatch record, or None: an eval's accuracies are numbers in
+    [0, 1], a mismatch's values numbers (or None where no layer is reached)."""
+    if name == rundir.EVAL_CACHE or name.startswith(rundir.eval_cache('')[:-len('.json')] + '_'):
+        return accuracies_wrong(record.get('length_eval')) if isinstance(record.get('block_size'), int) else \
+            "it has no block_size"
+    if name == rundir.MISMATCH_CACHE:
+        bad = [k for k, v in record.items() if not (v is None or isinstance(v, (int, float))
+                                                     and not isinstance(v, bool))]
+        return f"its {bad[0]!r} is not a number" if bad else None
+    return None
 
 
 def cached(run, name, key, compute):
     """compute() once per run and key: kept in the run dir as `name`; other settings recompute it,
     and so does a checkpoint newer than the cache (the run dir trained again: the key names settings,
     not weights). compute=None only reads what an eval job cached, whatever device its node had:
-    -> None if absent."""
+    -> None if absent. A cache of the wrong shape (edited, cut short) is never trusted."""
     path = os.path.join(run.dir, name)
     if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(run.dir, rundir.CKPT)):
         try:
@@ -38,6 +51,9 @@ def cached(run, name, key, compute):
             if not (isinstance(saved, dict) and isinstance(saved.get('key'), dict)
                     and isinstance(saved.get('record'), dict) and saved['record']):
                 raise ValueError(f"a {type(saved).__name__} without its key and a record")
+            why = record_wrong(name, saved['record'])
+            if why:
+                raise ValueError(why)
         except (ValueError, OSError) as e:        # cut short by a full disk, or edited: never trusted
             print(f"{tag(run)} {path} is damaged ({rundir.first_line(e)}): "
                   + ("computing it again" if compute else "waiting for its eval job to write it again"))
@@ -238,7 +254,6 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
     def read(path):
         rec = rundir.read_json(path, fix)
         if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
-                and all(isinstance(r, dict) and 'iter' in r and 'fit_iter' in r for r in rec['log'])
                 and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
                         and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))
                 and isinstance(rec.get('variants', {}), dict)
@@ -246,6 +261,12 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
                         for v in rec.get('variants', {}).values())
                 and isinstance(rec.get('provenance', {}), dict)):
             raise SystemExit(f"{path} is not the record of a finished run; {fix}")
+        why = (log_wrong(rec['log']) or record_wrong(rundir.EVAL_CACHE, rec['eval']['record'])
+               or record_wrong(rundir.MISMATCH_CACHE, rec['mismatch']['record'])
+               or next(filter(None, (record_wrong(rundir.EVAL_CACHE, v['record'])
+                                     for v in rec.get('variants', {}).values())), None))
+        if why:
+            raise SystemExit(f"{path} is not the record of a finished run ({why}); {fix}")
         return rec
     for group in groups(runs):
         paths = [record_path(records, grid_dir, r) for r in group]

@@ -401,15 +401,21 @@ def rederive(results):
     current wording of the rule (tests summarized before they kept their per-seed differences get them
     back from the arms' per-seed areas). In place; -> results."""
     arms, delta = results['arms'], results['rule'].get('delta', DELTA)
-    at = {(a['arm'], a['point']): a for a in arms.values()}
+    at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
 
     def areas(arm, point, which='left_out'):
         area = at.get((arm, point), {}).get('area', {})
         return area.get('per_seed', {}) if which == 'left_out' else area.get('never_fit_as_0', {}).get('per_seed', {})
 
+    def at_of(name, which):
+        a = arms[name]
+        return areas(a.get('arm', name), a.get('point'), which)
+
     def restore(t, x, y):
         if t and 'per_seed' not in t:
             t['per_seed'] = {str(s): x[str(s)] - y[str(s)] for s in t['seeds']}
+        if t and 'ci90' not in t:
+            t['ci90'] = mean_ci(list(t['per_seed'].values()), clip=False, level=0.90)[1]
     families = {}
     for name, arm in arms.items():
         v = arm.get('vs_control') or {}
@@ -417,8 +423,8 @@ def rederive(results):
             t = (v.get('area') or {}).get(which)
             if t:
                 control = arms[v['control']] if 'control' in v else arms[results['rule']['control']]
-                restore(t, areas(arm['arm'], arm['point'], which), areas(control['arm'], control['point'], which))
-                families.setdefault((control['point'], v.get('family'), which), []).append(t)
+                restore(t, at_of(name, which), at_of(v.get('control', results['rule']['control']), which))
+                families.setdefault((control.get('point'), v.get('family'), which), []).append(t)
     for (_, _, which), tests in families.items():
         adjust(tests, delta, robust=which == 'left_out')
     L = results.get('long')

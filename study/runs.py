@@ -89,8 +89,39 @@ def state(run):
     logged = rundir.read_log(log, float('inf')) if os.path.exists(log) else []
     if not any(r['iter'] == last for r in logged):
         return 'partial'
+    why = log_wrong(logged)
+    if why:
+        raise SystemExit(f"{log} is not the log train.py writes ({why}): restore it, or set the run dir aside "
+                         f"(mv {run.dir} {run.dir}.bad) and rerun this command: the run trains again")
     run.records = logged
     return 'done'
+
+
+def accuracies_wrong(length_eval):
+    """What is wrong with a length-eval record ({task: {'<m>x': accuracy in [0, 1] or None}}), or None."""
+    if not isinstance(length_eval, dict):
+        return f"its length eval is a {type(length_eval).__name__}, not {{task: {{'<m>x': accuracy}}}}"
+    for task, by_m in length_eval.items():
+        if not isinstance(by_m, dict):
+            return f"its length eval of {task!r} is a {type(by_m).__name__}, not {{'<m>x': accuracy}}"
+        for m, a in by_m.items():
+            if not (isinstance(m, str) and m[:-1].isdigit() and m.endswith('x')):
+                return f"its length eval of {task!r} has the length {m!r}, not '<m>x'"
+            if not (a is None or isinstance(a, (int, float)) and not isinstance(a, bool) and 0 <= a <= 1):
+                return f"its accuracy of {task!r} at {m} is {a!r}, not a number in [0, 1]"
+    return None
+
+
+def log_wrong(log):
+    """What is wrong with a run's log records as the summary reads them (iter, fit_iter, length_eval), or None."""
+    for r in log:
+        if not (isinstance(r, dict) and isinstance(r.get('iter'), int) and 'fit_iter' in r
+                and (r['fit_iter'] is None or isinstance(r['fit_iter'], int))):
+            return "a log record without an integer iter and fit_iter"
+        why = accuracies_wrong(r.get('length_eval'))
+        if why:
+            return f"the log record of iter {r['iter']}: {why}"
+    return None
 
 
 def tag(run):

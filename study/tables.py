@@ -330,6 +330,12 @@ def format_markdown(results):
              f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
     lines += ['**What the tests support**', '', what_tests_support(results), '']
+    change = results.get('rule_change')
+    if change:
+        lines += ['**The rule changed after its results**', '', f"Why: {change['why']}. Changed: " + '; '.join(
+            f"{k} {a!r} -> {b!r}" for k, (a, b) in change['keys'].items()) + '. Each primary verdict under the old '
+            'rule, then under this one:', '', '| test | old rule | this rule |', '| --- | --- | --- |']
+        lines += [f"| {k} | {a} | {b} |" for k, (a, b) in change['labels'].items()] + ['']
     if results.get('comparisons'):
         lines += comparisons_table(results)
     if 'long' in results:

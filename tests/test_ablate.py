@@ -157,13 +157,34 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     records = out / 'runs'
     assert sorted(str(p.relative_to(records)) for p in records.rglob('*.json')) == \
         ['none/seed1.json', 'none/seed2.json', 'wd/seed1.json', 'wd/seed2.json']
-    assert json.load(open(records / 'wd' / 'seed2.json'))['eval']['record'] == rec
+    assert json.load(open(records / 'wd' / 'seed2.json'))['eval']['record']['length_eval'] == rec['length_eval']
     summary = json.load(open(out / 'results.json'))['arms']
     shutil.rmtree(grid / 'wd')
     ablate_here(cfg)
     again = capsys.readouterr().out
     assert '2 finished run(s) recalled' in again and 'starting' not in again and not (grid / 'wd').exists()
     assert json.load(open(out / 'results.json'))['arms'] == summary
+    # the rule is part of the results: changed in the config after them, a rerun is refused naming the keys,
+    # unless the config says why; then the summary states the change beside the old rule's labels
+    rule = json.load(open(out / 'results.json'))['rule']
+    assert rule['fixed']['delta'] == 0.05 and rule['fixed']['extrap_multiple'] == 2 and rule['config_commit']
+    with open(cfg, 'a') as f:
+        f.write("delta = 0.2\n")
+    before = (out / 'results.json').read_bytes()
+    assert 'delta=0.05 there, 0.2 now' in refused(cfg) and (out / 'results.json').read_bytes() == before
+    with open(cfg, 'a') as f:
+        f.write("rule_changed = 'a wider margin, to test'\n")
+    ablate_here(cfg)
+    capsys.readouterr()
+    res = json.load(open(out / 'results.json'))
+    assert res['rule_change']['keys'] == {'delta': [0.05, 0.2]} and res['rule']['fixed']['delta'] == 0.2
+    assert set(res['rule_change']['labels']) <= {'wd vs none'}      # (4 steps: a tested pair only where both fit)
+    assert all(len(v) == 2 for v in res['rule_change']['labels'].values())
+    md = (out / 'results.md').read_text()
+    assert '**The rule changed after its results**' in md and 'a wider margin, to test' in md
+    ablate_here(cfg)                          # rerun: the rule is the recorded one now; the change is still stated
+    assert json.load(open(out / 'results.json'))['rule_change']['keys'] == {'delta': [0.05, 0.2]}
+    capsys.readouterr()
     saved = json.load(open(records / 'wd' / 'seed1.json'))
     saved['settings']['weight_decay'] = 0.3
     (records / 'wd' / 'seed1.json').write_text(json.dumps(saved))
@@ -246,14 +267,27 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
         assert evals.cached(run, 'cache.json', {'a': 1}, lambda: {'r': 'fresh'}) == {'r': 'fresh'}
         assert f"[none seed 1] {run.dir}/cache.json is damaged" in capsys.readouterr().out
         assert evals.cached(run, 'cache.json', {'a': 1}, lambda: {'r': 'again'}) == {'r': 'fresh'}   # now sound
+    # valid JSON of the wrong shape: an eval whose accuracy is not a number, a mismatch value that is text
+    good = {'block_size': 64, 'length_eval': {'mqar': {'1x': 1.0}}}
+    for name, damage in ((rundir.EVAL_CACHE, {**good, 'length_eval': {'mqar': {'1x': 'abc'}}}),
+                         (rundir.eval_cache('yarn'), {**good, 'length_eval': {'mqar': [1.0]}}),
+                         (rundir.EVAL_CACHE, {'length_eval': {'mqar': {'1x': 1.0}}}),
+                         (rundir.MISMATCH_CACHE, {'layers': 2, 'token_shift': 'x'})):
+        (tmp_path / 'run' / name).write_text(json.dumps({'key': {'a': 1}, 'record': damage}))
+        assert evals.cached(run, name, {'a': 1}, lambda: {'r': 'fresh'}) == {'r': 'fresh'}
+        assert f"{run.dir}/{name} is damaged (it" in capsys.readouterr().out
     results = tmp_path / 'results'
     cfg = study(tmp_path, results_dir=str(results))
     results.mkdir()
-    (results / 'results.json').write_text('[1, 2]')
-    assert abl.summary_dir(configure(abl.study_settings(), [cfg]), [cfg]) == str(results)   # the study's own grid
-    out = capsys.readouterr().out
-    assert f"{results}/results.json holds a list, not a dict: set aside as {results}/results.json.bad" in out, out
-    assert (results / 'results.json.bad').read_text() == '[1, 2]' and not (results / 'results.json').exists()
+    for damage, why in (('[1, 2]', 'holds a list, not a dict'), ('{}', 'names no grid'),
+                        ('{"command": 5}', 'names no grid (its command is 5)'),
+                        ('{"command": "python ablate.py \'x"}', 'No closing quotation')):
+        (results / 'results.json').write_text(damage)
+        assert abl.summary_dir(configure(abl.study_settings(), [cfg]), [cfg]) == str(results)   # the study's own
+        out = capsys.readouterr().out
+        assert f"{results}/results.json" in out and why in out and 'set aside as' in out, out
+        assert not (results / 'results.json').exists()
+    assert (results / 'results.json.bad').read_text() == '[1, 2]' 
 
 
 def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
@@ -283,6 +317,23 @@ def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys
     assert '--seeds=1' in json.load(open(tmp_path / 'grid' / 'results.json'))['command']
     assert 'is a file' in refused(cfg, f'--grid_dir={cfg}')
     assert '--grid_dir=elsewhere, not --out_dir' in refused(cfg, '--out_dir=elsewhere')   # a run's key, not the grid's
+
+
+def test_a_summary_counts_the_runs_another_ablate_finished_meanwhile(tmp_path, monkeypatch, capsys):
+    """Two ablate.py on one study: this one finds every run new and trains none of them (the other holds
+    them), while the other trains them all. The summary this one writes last is read under the study's
+    lock from the run dirs and records as they stand then: every run finished and evaluated, none listed
+    as not finished, and it exits 0."""
+    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
+
+    def the_other_trains_meanwhile(runs, *args, **kwargs):
+        ablate(cfg)                                       # a second ablate.py on the same study, to the end
+        return []
+    monkeypatch.setattr(abl, 'train_grid', the_other_trains_meanwhile)
+    ablate_here(cfg)
+    assert 'Not finished yet' not in capsys.readouterr().out
+    res = json.load(open(tmp_path / 'results' / 'results.json'))
+    assert all(a['seeds'] == [1, 2] and a['pending_seeds'] == [] for a in res['arms'].values())
 
 
 def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
@@ -373,6 +424,12 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--eval_multiples=2,4'], ["arm 'none'", "eval_multiples='2,4'", 'no 1x']),   # no run could ever fit
     (['--seeds=1,1'], ["seeds='1,1'", 'seed 1 more than once']),
     (['--seed=5'], ['--seeds=5, not --seed=5']),
+    (['--snapshots_after_fit=1,,2', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit='1,,2'"]),
+    (['--snapshots_after_fit= ', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit=' '"]),
+    (['--eval_variants=yarn,,ntk'], ['eval_variants', 'empty item']),
+    (['--eval_variants=yarn2'], ["'yarn2'", 'pi, ntk, yarn']),
+    (['--comparisons={"x": [["none@yarn", "wd"]]}'], ['comparisons', "'yarn' is not one of eval_variants"]),
+    (['--comparisons={"x": [["none", "wdd"]]}'], ['comparisons', "'wdd' is not an arm"]),
 ])
 def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     msg = refused(study(tmp_path), *args)
@@ -399,6 +456,11 @@ def a_run(d, cfg, selected=True):
     return Run('none', 1, str(d), [], cfg, ['niah_single'], selected)
 
 
+def logged(i):
+    """A log record of train.py's shape, as the summary reads it."""
+    return {'iter': i, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}
+
+
 def write_log(d, records):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, 'log.jsonl'), 'w') as f:
@@ -415,10 +477,15 @@ def test_state_of_runs_that_stop_early(tmp_path, saved, logged, want):
     cfg = {'max_iters': 100, 'dropout': 0.0}
     torch.save({'config': cfg, **saved, **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))},
                tmp_path / 'ckpt.pt')
-    write_log(tmp_path, [{'iter': i} for i in logged])
+    log = [{'iter': i, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}} for i in logged]
+    write_log(tmp_path, log)
     run = a_run(tmp_path, cfg)
     assert state(run) == want
-    assert run.records == ([{'iter': i} for i in logged] if want == 'done' else None)   # read once, for the summary
+    assert run.records == (log if want == 'done' else None)   # read once, for the summary
+    if want == 'done':                        # a log of the wrong shape is one line, not a traceback in the summary
+        write_log(tmp_path, [dict(r, length_eval={'mqar': {'1x': 'abc'}}) for r in log])
+        with pytest.raises(SystemExit, match="is not the log train.py writes .* and rerun this command"):
+            state(a_run(tmp_path, cfg))
 
 
 def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_gates_it(tmp_path):
@@ -427,7 +494,7 @@ def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_
     saved = {'max_iters': 100, 'steps_after_fit': 40, 'eval_interval': 20, 'eval_samples': 64, 'eval_iters': 10}
     torch.save({'config': saved, 'iter_num': 60, 'finished': True,
                 **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
-    write_log(tmp_path, [{'iter': i} for i in (0, 20, 40, 60)])
+    write_log(tmp_path, [logged(i) for i in (0, 20, 40, 60)])
     run = lambda **kw: state(a_run(tmp_path, {**saved, **kw}))  # noqa: E731
     assert run(eval_iters=5) == 'done'
     for k, v in (('eval_interval', 50), ('eval_samples', 32)):
@@ -438,7 +505,7 @@ def test_a_rerun_with_other_fit_eval_settings_is_another_run_only_where_the_fit_
     ungated = {**saved, 'steps_after_fit': 0}
     torch.save({'config': ungated, 'iter_num': 100, 'finished': True,
                 **dict.fromkeys(('model', 'optimizer', 'model_args', 'tokenizer', 'fit_iter'))}, tmp_path / 'ckpt.pt')
-    write_log(tmp_path, [{'iter': i} for i in (0, 50, 100)])
+    write_log(tmp_path, [logged(i) for i in (0, 50, 100)])
     assert state(a_run(tmp_path, {**ungated, 'eval_interval': 50})) == 'done'
 
 
@@ -1058,8 +1125,9 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
     prov = {'commit': 'abc', 'cpu': 'Some CPU', 'torch': '2.13.0'}
     run = Run('none', 1, os.path.join(grid, 'none', 'seed1'), [], {'max_iters': 9, 'device': 'cpu'}, ['mqar'], True,
               state='done',
-              records=[{'iter': 0, 'fit_iter': None, 'provenance': prov}, {'iter': 9, 'fit_iter': 3}],
-              eval={'area': 1, 'provenance': prov}, mismatch={'layers': 0}, evals={'yarn': {'area': 2}})
+              records=[{'iter': 0, 'fit_iter': None, 'provenance': prov, 'length_eval': {}},
+                       {'iter': 9, 'fit_iter': 3, 'length_eval': {}}],
+              eval={**acc(0.1), 'provenance': prov}, mismatch={'layers': 0}, evals={'yarn': acc(0.2)})
     os.makedirs(run.dir)
     for name, key, rec in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu'), run.eval),
                            (rundir.eval_cache('yarn'), evals.eval_key(run, mults, 3, 'cpu', 'yarn'), run.evals['yarn']),
@@ -1068,13 +1136,13 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
     assert 'variant' not in evals.eval_key(run, mults, 3, 'cpu')        # the plain key is as it always was
     evals.save_records([run], records, grid, ('yarn',))
     saved = json.load(open(os.path.join(records, 'none', 'seed1.json')))
-    assert saved['variants']['yarn'] == {'key': evals.eval_key(run, mults, 3, 'cpu', 'yarn'), 'record': {'area': 2}}
+    assert saved['variants']['yarn'] == {'key': evals.eval_key(run, mults, 3, 'cpu', 'yarn'), 'record': acc(0.2)}
     assert saved['provenance'] == {'train': [prov], 'eval': prov}
     assert outcomes.machine_of(saved['provenance']) == 'Some CPU, torch 2.13.0'
     shutil.rmtree(grid)
     fresh = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
     evals.recall([fresh], records, grid, mults, 3, ('yarn',))
-    assert (fresh.state, fresh.evals, fresh.provenance) == ('done', {'yarn': {'area': 2}}, saved['provenance'])
+    assert (fresh.state, fresh.evals, fresh.provenance) == ('done', {'yarn': acc(0.2)}, saved['provenance'])
     again = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
     evals.recall([again], records, grid, mults, 3, ('yarn', 'ntk'))
     assert again.state == 'new' and 'was evaluated another way' in capsys.readouterr().out
@@ -1086,9 +1154,14 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
         open(os.path.join(r.dir, rundir.CKPT), 'w').close()
         for v in ('', 'yarn'):
             rundir.write_atomic(os.path.join(r.dir, rundir.eval_cache(v)), json.dumps(
-                {'key': evals.eval_key(r, mults, 3, 'cpu', v), 'record': {'variant': v or 'plain'}}).encode())
+                {'key': evals.eval_key(r, mults, 3, 'cpu', v), 'record': acc(0.2 if v else 0.1)}).encode())
     evals.evaluate([trunk, branch], mults, 3, compute=False, variants=('yarn',))
-    assert (trunk.eval, trunk.evals) == ({'variant': 'plain'}, {}) and branch.evals == {'yarn': {'variant': 'yarn'}}
+    assert (trunk.eval, trunk.evals) == (acc(0.1), {}) and branch.evals == {'yarn': acc(0.2)}
+
+
+def acc(a):
+    """A final eval's record with one accuracy."""
+    return {'block_size': 64, 'length_eval': {'mqar': {'1x': a}}}
 
 
 def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, capsys):
@@ -1104,7 +1177,8 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
         for run, finished in zip((trunk, branch), done):
             os.makedirs(run.dir, exist_ok=True)
             run.state = 'done' if finished else 'partial'
-            run.records, run.eval, run.mismatch = [{'iter': 9, 'fit_iter': 3}], {'area': seed}, {'layers': 0}
+            run.records, run.eval, run.mismatch = [{'iter': 9, 'fit_iter': 3, 'length_eval': {'mqar': {'1x': 1.0}}}], \
+                acc(seed / 10), {'layers': 0}
             for name, key in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu')),
                               (rundir.MISMATCH_CACHE, evals.mismatch_key(run))):
                 rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': run.eval}).encode())
@@ -1118,7 +1192,7 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
     shutil.rmtree(grid)
     evals.recall(runs, records, grid, mults, 3)
     assert [(r.state, r.recorded, r.eval) for r in runs] == \
-        [('done', True, {'area': 1})] * 2 + [('new', False, None)] * 2
+        [('done', True, acc(0.1))] * 2 + [('new', False, None)] * 2
     assert '2 finished run(s) recalled' in capsys.readouterr().out
     for run in runs[:2]:
         run.state, run.recorded = 'new', False
@@ -1130,7 +1204,7 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
     assert [r.state for r in runs] == ['new'] * 4
     # a trunk that never fit wrote no snapshot: it is recorded and recalled alone, its branches never train
     never = group(3, (True, False))
-    never[0].records = [{'iter': 9, 'fit_iter': None}]
+    never[0].records = [{'iter': 9, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}]
     evals.save_records(never, records, grid)
     assert os.path.isfile(os.path.join(records, 'none', 'seed3.json'))
     shutil.rmtree(grid)
@@ -1146,3 +1220,16 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
     never[0].state = 'new'
     with pytest.raises(SystemExit, match='is not the record of a finished run'):
         evals.recall(never, records, grid, mults, 3)
+    # valid JSON of the wrong shape: an accuracy that is text, a log record without its length eval
+    for edit, why in ((lambda r: r['eval'].update(record={'block_size': 64, 'length_eval': {'mqar': {'1x': 'abc'}}}),
+                       "its accuracy of 'mqar' at 1x is 'abc'"),
+                      (lambda r: r['log'][0].pop('length_eval'), 'the log record of iter 9: its length eval is a')):
+        rec = dict(damaged, eval={'key': damaged['eval']['key'],
+                                  'record': {'block_size': 64, 'length_eval': {'mqar': {'1x': 1.0}}}},
+                   log=[{'iter': 9, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}])
+        edit(rec)
+        with open(path, 'w') as f:
+            json.dump(rec, f)
+        with pytest.raises(SystemExit) as e:
+            evals.recall(never, records, grid, mults, 3)
+        assert why in str(e.value) and len(str(e.value).splitlines()) == 1
