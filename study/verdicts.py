@@ -63,10 +63,10 @@ def long_rows(name, claims, res):
     link, L, c, delta = f"[{name}](results/{name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
     e, late = L['early'], L['late']
     area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
+    early = next((a['area']['mean'] for a in res['arms'].values() if (a['arm'], a.get('point')) == (c, e)), None)
     change, claim_1, sites = L['change'].get(c), [], []
-    if change and c in area:
-        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late}, "
-                                                   f"{area[c]['area']['mean'] - change['difference']:.3f} -> "
+    if change and c in area and early is not None:
+        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late}, {early:.3f} -> "
                                                    f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
     claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
                 for a, t in L['change_vs_control'].items()]

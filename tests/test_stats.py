@@ -193,13 +193,14 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
     at = lambda arm, area, test=None: {'arm': arm, 'point': 10000, 'area': {'mean': area},   # noqa: E731
                                        **({'vs_control': {'area': {'left_out': test}}} if test else {})}
     res = {'rule': {'control': 'none', 'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}},
-           'arms': {'none +10000': at('none', 0.40), 'vpad +10000': at('vpad', 0.50, t(0.10, 0.001)),
+           'arms': {'none +1000': {**at('none', 0.4995), 'point': 1000},      # the early mean as it is, not rounded
+                    'none +10000': at('none', 0.40), 'vpad +10000': at('vpad', 0.50, t(0.10, 0.001)),
                     'none_wd +10000': at('none_wd', 0.30, t(-0.10, 0.002))},
            'long': {'early': 1000, 'late': 10000, 'delta': 0.05, 'change': {'none': t(-0.10, 0.001)},
                     'change_vs_control': {'vpad': t(0.01, 0.6), 'none_wd': t(-0.10, 0.002)}}}
     rows = verdicts.rows('study_long', ('claim 1', 'claims 3-4'), res)
     assert [r.split(' | ')[0] for r in rows] == ['| claim 1'] * 4 + ['| claims 3-4']
-    assert 'none: cooled area at +1000 -> +10000, 0.500 -> 0.400, -0.100 [-0.120, -0.080] ' \
+    assert 'none: cooled area at +1000 -> +10000, 0.499 -> 0.400, -0.100 [-0.120, -0.080] ' \
         '| 0.001 | - |' in rows[0] and rows[0].endswith('| lower |')
     assert "vpad's change against none's, +0.010" in rows[1] and rows[1].endswith(
         '| equivalent within +-0.05, 90% [-0.006, +0.026] |')
