@@ -772,7 +772,7 @@ class _ChunkedScan(torch.autograd.Function):
         l = ctx.l
         c, r = T // l, h // g
         X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
-        dy = dy.view(b, c, l, h, p)
+        dy = dy.contiguous().view(b, c, l, h, p)      # the gradient of y.sum() comes expanded (stride 0)
         S_in = S[:, :c]                                                            # (b, c, g, r p, n)
         # 4. y += (C S_in^T) exp(a_cum)
         Z = (Cc @ S_in.transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)

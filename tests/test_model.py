@@ -182,6 +182,16 @@ def test_ssd_scan_written_out_backward_equals_autograd_of_sequential_loop_float6
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=name)
 
 
+def test_ssd_scan_backward_takes_the_expanded_gradient_of_a_sum():
+    """y.sum() hands the backward a gradient with stride 0 (bench.py's scan section does this): the
+    written-out backward gives autograd's gradients of the sequential loop there too."""
+    args = [a.requires_grad_() for a in random_scan_inputs(1, 32, 4, 3, 5, torch.float64, groups=1)]
+    g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].sum(), args)
+    g = torch.autograd.grad(ssd_scan(*args, chunk_size=8)[0].sum(), args)
+    for name, a, b in zip('x dt A B C'.split(), g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=name)
+
+
 def test_ssd_scan_gradients_match_sequential_loop():
     args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 2, 3, 4, torch.float32)]
     g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].pow(2).sum(), args)
