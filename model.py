@@ -30,10 +30,10 @@ per-coordinate mean over all tokens of the batch, taken without gradient.
 Contents, top to bottom: the config; the dropout sites (vpad_reference, the definition, then vpad
 and inverted_dropout); attention (RoPE, full or sliding window, RoPE or NoPE, ShortConv) and the
 SwiGLU MLP; the Mamba2 mixer with its selective scan (ssd_scan_sequential, the definition, then
-ssd_scan); the block and the model; the train-vs-eval mismatch diagnostic (`python mismatch.py`
-prints it). Last, a section to skip on a first read: the fast paths (compiled kernels, the chunked
-scan and the conv with written-out backward passes), each tested against its definition above in
-tests/test_model.py. USE_COMPILE = False runs them op by op.
+ssd_scan); the block and the model. Last, a section to skip on a first read: the fast paths
+(compiled kernels, the chunked scan and the conv with written-out backward passes), each tested
+against its definition above in tests/test_model.py. USE_COMPILE = False runs them op by op. The
+train-vs-eval mismatch diagnostic is in mismatch.py.
 """
 
 import math
@@ -515,75 +515,6 @@ class GPT(nn.Module):
         """Model FLOPs utilization: achieved FLOP/s over `peak_flops` (the device's, per process;
         a config key, since it depends on the hardware and the dtype)."""
         return self.flops_per_token(self.config.block_size, head_fraction) * tokens_per_iter / dt / peak_flops
-
-# -----------------------------------------------------------------------------
-# The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)
-
-def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
-    """One tensor at one layer: e its eval value (N tokens, C), and over K training-mode masks the
-    sums of its value s, its square s2, its per-coordinate batch mean mu_s, mu_s2 and batch variance
-    var_s. Shifts are in units of the eval RMS standard deviation over tokens; each has its mask-noise
-    floor (what the mean over K masks of a mean-preserving noise still shows) measured and subtracted."""
-    scale = e.var(0).mean().sqrt().clamp(min=1e-12)
-    m = s / K                                                          # E over masks, per token: (N, C)
-    floor2 = ((s2 / K - m ** 2) * K / (K - 1)).clamp(min=0).mean() / K  # var over masks / K, averaged
-    token2 = (m - e).pow(2).mean()                                      # per token: E[y | x] against x
-    mu_m, mu_e = mu_s / K, e.mean(0)                                    # per coordinate, over the batch
-    mu_floor2 = ((mu_s2 / K - mu_m ** 2) * K / (K - 1)).clamp(min=0).mean() / K
-    return {'token_shift': ((token2 - floor2).clamp(min=0).sqrt() / scale).item(),
-            'token_floor': (floor2.sqrt() / scale).item(),
-            'mean_shift': (((mu_m - mu_e).pow(2).mean() - mu_floor2).clamp(min=0).sqrt() / scale).item(),
-            'mean_floor': (mu_floor2.sqrt() / scale).item(),
-            'var_ratio': (var_s / K / e.var(0).clamp(min=1e-12)).mean().item(),
-            'differs': bool(token2.sqrt() / scale > 1e-6)}
-
-@torch.no_grad()
-def dropout_mismatch(model, idx, n_masks=32, seed=0):
-    """Run the same batch in eval mode and in train mode n_masks times, and for every linear layer
-    compare, at its input and at its output (the pre-activations the next nonlinearity sees):
-      token_shift: the conditional mean shift per token, RMS over tokens and coordinates of
-                   E_masks[y | x] - y_eval, over the eval RMS sd (0 = each token's mean kept;
-                   VPAD's own sites shrink it toward the batch mean: 1 - sqrt(1 - p) = 0.051 at p = 0.1)
-      mean_shift:  the same for the per-coordinate mean over the batch (0 = the batch mean kept)
-      var_ratio:   mean_i var_train_i / var_eval_i over the batch (1 = kept; inverted dropout adds
-                   p/(1-p) sum_i W_ji^2 E[x_i^2] at the output)
-    each shift with its mask-noise floor subtracted (token_floor, mean_floor: the floor itself), and
-    reached: whether the layer's input differs between the modes at all (the layers a site reaches).
-    -> list of dicts {layer, proj, reached, token_shift, ..., pre_act_token_shift, ...}, in forward order."""
-    acc, evals = {}, {}
-
-    def hook(name):
-        def fn(module, args, out):
-            for kind, t in (('in', args[0]), ('out', out)):
-                t = t.double().reshape(-1, t.shape[-1])                   # (tokens, features)
-                if not module.training:
-                    evals[name, kind] = t
-                    continue
-                mu = t.mean(0)
-                sums = acc.setdefault((name, kind), [0.0] * 5)
-                for i, v in enumerate((t, t * t, mu, mu * mu, t.var(0))):
-                    sums[i] = sums[i] + v
-        return fn
-
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    was_training = model.training
-    try:
-        model.eval()(idx)
-        torch.manual_seed(seed)
-        for _ in range(n_masks):
-            model.train()(idx)
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
-    rows = []
-    for name in dict.fromkeys(n for n, _ in evals):
-        inp, out = (_mismatch(evals[name, k], *acc[name, k], n_masks) for k in ('in', 'out'))
-        layer, _, proj = name.partition('.')[2].partition('.') if name.startswith('blocks.') else (None, '', name)
-        reached, _ = inp.pop('differs'), out.pop('differs')
-        rows.append({'layer': None if layer is None else int(layer), 'proj': proj, 'reached': reached,
-                     **inp, **{'pre_act_' + k: v for k, v in out.items()}})
-    return rows
 
 # =============================================================================
 # Fast paths, to skip on a first read: the kernels behind vpad, inverted_dropout, ssd_scan,

@@ -21,7 +21,7 @@ import torch
 import eval_lengths
 import rundir
 import sample_data
-from model import dropout_mismatch
+from mismatch import dropout_mismatch
 from study.runs import Run, differing, tag
 
 
