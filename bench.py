@@ -22,9 +22,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+import kernels
 import model as M
 from configurator import configure, settings_of
-from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential
+from kernels import CompiledOrEager
+from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -109,7 +111,7 @@ def bench_dropout(rounds=15):
 
     def fb(op, compiled):
         def run():
-            M.USE_COMPILE = compiled
+            kernels.USE_COMPILE = compiled
             op().backward(g)
         return run
     ops = {'F.dropout (float masks)': fb(lambda: F.dropout(x, 0.1, True), True),
@@ -119,7 +121,7 @@ def bench_dropout(rounds=15):
            'vpad (eager)': fb(lambda: M.vpad(x, 0.1), False),
            'vpad_reference (definition)': fb(lambda: M.vpad_reference(x, 0.1), False)}
     report(alternating(ops, rounds, warmup=2), 'F.dropout (float masks)')
-    M.USE_COMPILE = True
+    kernels.USE_COMPILE = True
 
 
 def saved_for_backward_bytes(fn, exclude):
@@ -157,7 +159,7 @@ def bench_saved():
     print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, "
           "distinct storages) ==")
     configs = {name: read_config(name) for name in ('gpu_vpad_4k', 'gpu_mamba2_4k')}
-    M.USE_COMPILE = False
+    kernels.USE_COMPILE = False
     per_row = {}
     for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
         c = configs[name]
@@ -172,7 +174,7 @@ def bench_saved():
             per_row[name, dtype] = n
             extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
             print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
-    M.USE_COMPILE = True
+    kernels.USE_COMPILE = True
     print("per config, layers x rows per micro-batch x the bf16 figure (activations only: no weights, "
           "optimizer state, logits or eval):")
     for name, c in configs.items():
@@ -246,7 +248,7 @@ def gpu_model(name, **changes):
 
 
 def gpu_step(cfg, batch, T, device, compile):
-    """-> (step, model, run): one training step of a fresh model; run is the model compiled (model.py's
+    """-> (step, model, run): one training step of a fresh model; run is the model compiled (kernels.py's
     CompiledOrEager, as train.py runs it: on a compiler failure it says so in one line and runs eagerly)
     or the model."""
     torch.manual_seed(0)

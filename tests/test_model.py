@@ -9,9 +9,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import kernels
 import model as M
 from bench import saved_for_backward_bytes   # the measure of bench.py's saved-memory section
-from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
+from kernels import CompiledOrEager
+from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,9 +27,9 @@ def tiny(**kw):
 
 @pytest.fixture
 def eager():
-    M.USE_COMPILE = False
+    kernels.USE_COMPILE = False
     yield
-    M.USE_COMPILE = True
+    kernels.USE_COMPILE = True
 
 
 def shifted_normal(n, c, seed=0):
@@ -93,9 +95,9 @@ def test_vpad_gradient_is_mask_over_sqrt_keep(eager):
     torch.manual_seed(0)
     y = vpad(x, p)
     y.backward(torch.ones_like(y))
-    threshold, p_eff = M._quantize(p)
+    threshold, p_eff = kernels._quantize(p)
     torch.manual_seed(0)
-    keep = M._random_int16(x) >= threshold
+    keep = kernels._random_int16(x) >= threshold
     assert torch.equal(x.grad, keep / math.sqrt(1 - p_eff))
     mu = x.detach().mean(0)
     dropped = ~keep
@@ -107,13 +109,13 @@ def test_vpad_compiled_equals_eager():
     x = shifted_normal(4 * 64, 48).view(4, 64, 48).requires_grad_()
     outs = []
     for compiled in (False, True):
-        M.USE_COMPILE = compiled
+        kernels.USE_COMPILE = compiled
         torch.manual_seed(3)
         y = vpad(x, 0.2)
         (g,) = torch.autograd.grad((y * y).sum(), x)
         outs.append((y.detach(), g))
-    M.USE_COMPILE = True
-    assert ran_compiled(M._vpad_kernel), "the compiled kernel was not used"
+    kernels.USE_COMPILE = True
+    assert ran_compiled(kernels.vpad_kernel), "the compiled kernel was not used"
     torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-6, atol=1e-6)
 
@@ -252,7 +254,7 @@ def test_mamba2_layer_keeps_nothing_per_chunk_matrix_for_backward(eager):
 
 
 def ran_compiled(kernel):
-    """Whether a model.compiled kernel ran through torch.compile (not its op-by-op fallback)."""
+    """Whether a kernels.compiled kernel ran through torch.compile (not its op-by-op fallback)."""
     return hasattr(kernel.kernel, '_torchdynamo_orig_callable')
 
 
@@ -262,7 +264,7 @@ def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile
     """Mamba2's conv as shifted multiply-adds with a written-out backward: the same output and
     gradients (x, weight, bias) as nn.Conv1d(groups=C, padding=K-1) cut to T, then silu; x is a
     strided slice, as in the mixer; T < K: taps that fall before the first token."""
-    monkeypatch.setattr(M, 'USE_COMPILE', use_compile)
+    monkeypatch.setattr(kernels, 'USE_COMPILE', use_compile)
     torch.manual_seed(0)
     conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3)
     x = torch.randn(2, T, 10)[..., 2:8].requires_grad_()          # (B, T, C), not contiguous
@@ -277,7 +279,7 @@ def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile
     for ref, got in zip(*outs):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     if use_compile:
-        assert all(ran_compiled(k) for k in (M._conv_silu_forward, M._conv_silu_grad, M._conv_grads))
+        assert all(ran_compiled(k) for k in (kernels._conv_silu_forward, kernels._conv_silu_grad, kernels._conv_grads))
 
 
 def test_causal_conv_silu_in_bfloat16_returns_bfloat16_and_fp32_weight_grads(eager):
@@ -303,10 +305,10 @@ def test_gated_norm_compiled_equals_eager(monkeypatch):
     D = torch.randn(3, requires_grad=True)
     outs = []
     for use_compile in (False, True):
-        monkeypatch.setattr(M, 'USE_COMPILE', use_compile)
+        monkeypatch.setattr(kernels, 'USE_COMPILE', use_compile)
         out = norm(y, x, D, z.flatten(2))
         outs.append((out, *torch.autograd.grad(out.square().sum(), (y, x, D, z, norm.weight))))
-    assert ran_compiled(M._skip_gate_norm)
+    assert ran_compiled(kernels.skip_gate_norm)
     for ref, got in zip(*outs):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -634,7 +636,7 @@ def test_compiled_training_equals_eager_and_replays_its_masks_from_the_rng_state
 
 @pytest.mark.parametrize("where", ['forward', 'backward'])
 def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, capsys):
-    """train.py --compile=True wraps the model in model.CompiledOrEager: a compiler that fails (here a
+    """train.py --compile=True wraps the model in kernels.CompiledOrEager: a compiler that fails (here a
     stand-in backend raising what Inductor raised on Mamba2) costs one printed line, and the step runs
     eagerly with the eager model's loss; a failing backward compiler is caught at the first forward."""
     from functorch.compile import make_boxed_func
