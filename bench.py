@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import kernels
 import model as M
 from configurator import configure, settings_of
-from kernels import CompiledOrEager
+from kernels import CompiledOrEager, ssd_scan_fast
 from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
@@ -185,9 +185,10 @@ def bench_saved():
 
 
 def bench_scan():
-    """Chunked SSD scan vs the sequential loop it must equal."""
-    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all heads, chunk 64, "
-          "fp32) ==")
+    """The chunked SSD scan as the model runs it (kernels.ssd_scan_fast) and as written to be read
+    (model.ssd_scan), vs the sequential loop both must equal."""
+    print("\n== ssd_scan_fast and ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all "
+          "heads, chunk 64, fp32) ==")
     for t, backward in ((1024, True), (4096, False)):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, t, 8, 32, generator=g)
@@ -196,19 +197,23 @@ def bench_scan():
         B, C = torch.randn(1, t, 1, 64, generator=g), torch.randn(1, t, 1, 64, generator=g)
         args = [a.requires_grad_(backward) for a in (x, dt, A, B, C)]
         y_ref, _ = ssd_scan_sequential(*args)
-        y, _ = ssd_scan(*args, chunk_size=64)
-        err = (y - y_ref).abs().max().item()
+        scans = {'ssd_scan_fast': lambda: ssd_scan_fast(*args, chunk_size=64),
+                 'ssd_scan': lambda: ssd_scan(*args, chunk_size=64)}
+        err = {name: (scan()[0] - y_ref).abs().max().item() for name, scan in scans.items()}
 
         def run(fn):
             if backward:
                 return lambda: fn()[0].sum().backward()
             return lambda: torch.no_grad()(fn)()
-        times = alternating({'sequential': run(lambda: ssd_scan_sequential(*args)),
-                             'ssd_scan': run(lambda: ssd_scan(*args, chunk_size=64))}, rounds=3)
-        t_seq, t_ssd = (statistics.median(times[k]) for k in ('sequential', 'ssd_scan'))
+        times = alternating({'sequential': run(lambda: ssd_scan_sequential(*args))}
+                            | {name: run(scan) for name, scan in scans.items()}, rounds=3)
+        t_seq = statistics.median(times['sequential'])
         what = 'forward+backward' if backward else 'forward'
-        print(f"t={t:<5} {what:<17} sequential {t_seq * 1000:8.1f} ms, ssd_scan {t_ssd * 1000:7.1f} ms: "
-              f"{t_seq / t_ssd:5.1f}x faster; max |diff| {err:.1e}")
+        print(f"t={t:<5} {what:<17} {'sequential':<14}{t_seq * 1000:8.1f} ms")
+        for name in scans:
+            t_scan = statistics.median(times[name])
+            print(f"{'':<25}{name:<14}{t_scan * 1000:8.1f} ms: {t_seq / t_scan:5.1f}x faster; "
+                  f"max |diff| {err[name]:.1e}")
 
 
 MEMORY_CODE = """

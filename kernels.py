@@ -8,7 +8,7 @@ Top to bottom:
   CompiledOrEager          the whole model under torch.compile, eager if compiling fails (train.py)
   masked_scale             vpad and inverted_dropout (vpad_kernel, dropout_kernel): masks from 16-bit
                            random slices, one fused kernel, a backward that keeps only the mask
-  _ChunkedScan             ssd_scan: the chunked scan with a written-out backward, no scan inside a chunk
+  ssd_scan_fast            ssd_scan: the chunked scan with a written-out backward, no scan inside a chunk
   CausalConvSilu           causal_conv_silu: shifted multiply-adds with a written-out backward
   skip_gate_norm           GatedRMSNorm: Mamba2's skip, gate and output norm in one kernel
 """
@@ -119,6 +119,23 @@ def masked_scale(x, p, kernel, scale):
 # cumulative sums are products with triangular 0/1 matrices, which tensor cores run, and the decay
 # matrix is an exp of their differences.
 
+def ssd_scan_fast(x, dt, A, B, C, chunk_size):
+    """model.ssd_scan, the same contract and numbers (to rounding), by _ChunkedScan: what the Mamba2
+    mixer runs. The tail is zero-padded with dt = 0 to whole chunks, the inputs cast to fp32 at least.
+    C_i.B_j is computed once per group of heads (once in all for the mixer's g = 1), not once per head."""
+    b, t, h, p = x.shape
+    assert h % B.shape[2] == 0, f"B, C have {B.shape[2]} groups, which must divide the {h} heads"
+    out_dtype = x.dtype
+    dtype = torch.promote_types(x.dtype, torch.float32)  # fp32 at least (fp64 stays fp64)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
+        pad = (-t) % chunk_size
+        if pad:
+            x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+            dt = F.pad(dt, (0, 0, 0, pad))
+        y, state = _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
+    return y[:, :t].to(out_dtype), state
+
 def prefix_sums(v, ones):
     """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
     last dim, inclusive (ones.triu()), exclusive (ones.triu(1)) or from the end (ones.tril()). Under
@@ -136,14 +153,14 @@ def decay_matrix_t(a_cum):
     matrix transposed: Lt[j, i] = exp(a_cum[i] - a_cum[j]) = exp(a[j+1] + .. + a[i]) for i >= j, and 1
     below the diagonal (callers multiply by an upper-triangular matrix). The difference costs
     |a_cum| * eps in the exponent (fp32: 1e-5 at |a_cum| = 200, where the chunk start's weight is
-    e^-200), as to_end already did; mamba's `segsum` avoids it with a masked cumsum, a scan.
+    e^-200), as to_end already did; model.segsum avoids it with a masked cumsum, a scan.
     Compiled, one pass: on a CPU 2x faster than the running product of exp(a) it replaces."""
     return torch.exp((a_cum[..., None, :] - a_cum[..., :, None]).clamp(max=0))
 
 class _ChunkedScan(torch.autograd.Function):
-    """ssd_scan on inputs padded to whole chunks and cast. The backward is written out and rebuilds
-    each chunk's intermediates from the inputs, so autograd keeps only the inputs and one state per
-    chunk: no (l x l) matrix and no copy of x (bench.py's saved-memory section measures it).
+    """ssd_scan_fast on inputs padded to whole chunks and cast. The backward is written out and
+    rebuilds each chunk's intermediates from the inputs, so autograd keeps only the inputs and one
+    state per chunk: no (l x l) matrix and no copy of x (bench.py's saved-memory section measures it).
     Layouts: token-major X = dt x (b, c, l, h, p), as x, for the products with B and C, which all
     heads of a group share; head-major Xh (b, c, h, l, p) for the per-head (l x l) products; B, C as
     (b, c, g, l, n); states as (b, c, g, r p, n), the r = h/g heads of a group stacked in the rows."""

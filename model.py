@@ -30,7 +30,7 @@ per-coordinate mean over all tokens of the batch, taken without gradient.
 Contents, top to bottom: the config; the dropout sites (vpad_reference, the definition, then vpad
 and inverted_dropout); attention (RoPE, its rescalings past the training length, full or sliding
 window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
-(ssd_scan_sequential, the definition, then ssd_scan); the block and the model.
+(ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
 
 The fast paths the model runs are in kernels.py, to skip on a first read: the compiled dropout
 kernels, the chunked scan and the conv with written-out backward passes, the gated norm's kernel.
@@ -297,8 +297,9 @@ class MLP(nn.Module):
 #     h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T      (p, n)
 #     y_t = h_t C_t                                    (p,)
 # ssd_scan_sequential is that loop, the definition; ssd_scan computes the same thing in chunks
-# (SSD, Mamba2): inside a chunk as a masked matrix product, between chunks as a recurrence over
-# one state per chunk, so cost and memory are linear in t (kernels._ChunkedScan).
+# (SSD, Mamba2; written as mamba's ssd_minimal.py): inside a chunk as a masked matrix product,
+# between chunks as a recurrence over one state per chunk, so cost and memory are linear in t.
+# The mixer runs kernels.ssd_scan_fast, the same algorithm with a written-out backward.
 
 def ssd_scan_sequential(x, dt, A, B, C):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
@@ -312,25 +313,50 @@ def ssd_scan_sequential(x, dt, A, B, C):
         ys.append(torch.einsum('bhpn,bhn->bhp', state, C[:, i]))
     return torch.stack(ys, dim=1), state
 
+def segsum(a):
+    """a: (..., l) log decays -> (..., l, l), S[i, j] = a[j+1] + .. + a[i] for j <= i and -inf above
+    the diagonal, so that exp(S) is a chunk's decay matrix. A cumsum of a masked copy of a, as in
+    ssd_minimal: a_cum[i] - a_cum[j] would cost |a_cum| eps in the exponent."""
+    l = a.shape[-1]
+    S = a[..., None].expand(*a.shape, l)                                   # (..., l, l): S[i, j] = a[i]
+    S = S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(-1), 0).cumsum(-2)
+    return S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(), -torch.inf)
+
 def ssd_scan(x, dt, A, B, C, chunk_size):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
-    Mamba2 mixer has g = 1, one B, C shared by all heads, and C_i.B_j is then computed once per
-    chunk, not once per head. -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or
-    fp64). Any t: the tail is zero-padded with dt = 0, which neither decays nor writes the state, so
-    padding is exact."""
+    Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
+    final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0, which
+    neither decays nor writes the state, so padding is exact."""
     b, t, h, p = x.shape
-    assert h % B.shape[2] == 0, f"B, C have {B.shape[2]} groups, which must divide the {h} heads"
-    out_dtype = x.dtype
-    dtype = torch.promote_types(x.dtype, torch.float32)  # fp32 at least (fp64 stays fp64)
+    g, n = B.shape[2:]
+    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
+    out_dtype, dtype = x.dtype, torch.promote_types(x.dtype, torch.float32)   # fp32 at least (fp64 stays fp64)
+    l, pad = chunk_size, (-t) % chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
-        x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
-        pad = (-t) % chunk_size
-        if pad:
-            x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
-            dt = F.pad(dt, (0, 0, 0, pad))
-        y, state = kernels._ChunkedScan.apply(x, dt, A, B, C, chunk_size)   # written-out backward
-    return y[:, :t].to(out_dtype), state
+        x, B, C = (F.pad(u.to(dtype), (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+        dt, A = F.pad(dt.to(dtype), (0, 0, 0, pad)), A.to(dtype)
+        c = x.shape[1] // l                                                # chunks
+        B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
+        X = (x * dt[..., None]).view(b, c, l, h, p)                        # dt_t x_t, what step t writes
+        a = (dt * A).view(b, c, l, h).permute(0, 3, 1, 2)                 # (b, h, c, l): log decay of each step
+        a_cum = a.cumsum(-1)                                               # (b, h, c, l)
+        # 1. the output within each chunk (diagonal blocks): y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
+        L = torch.exp(segsum(a))                                           # (b, h, c, l, l)
+        Y_diag = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
+        # 2. the state each chunk writes, decayed to the chunk's end
+        decay_states = torch.exp(a_cum[..., -1:] - a_cum)                  # (b, h, c, l)
+        states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_states, X)
+        # 3. the states passed between chunks, a recurrence over chunks: S_{k+1} = exp(a_cum_k[-1]) S_k + states_k
+        chunk_decay = torch.exp(a_cum[..., -1])                            # (b, h, c)
+        S = [x.new_zeros(b, h, p, n)]
+        for k in range(c):
+            S.append(chunk_decay[:, :, k, None, None] * S[-1] + states[:, k])
+        S_in = torch.stack(S[:-1], dim=1)                                  # (b, c, h, p, n): entering each chunk
+        # 4. the output of the incoming states: y_i += exp(a_1 + .. + a_i) S C_i
+        Y_off = torch.einsum('bclhn,bchpn,bhcl->bclhp', C, S_in, torch.exp(a_cum))
+    y = (Y_diag + Y_off).reshape(b, c * l, h, p)
+    return y[:, :t].to(out_dtype), S[-1]
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm((y + D x) * silu(z)) * weight: Mamba2's skip connection, gate and output norm."""
@@ -384,7 +410,8 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); B, C: one group
+        # kernels.ssd_scan_fast: ssd_scan's numbers, with a written-out backward that keeps one state per chunk
+        y, _ = kernels.ssd_scan_fast(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
 

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import kernels
 import model as M
 from bench import saved_for_backward_bytes   # the measure of bench.py's saved-memory section
-from kernels import CompiledOrEager
+from kernels import CompiledOrEager, ssd_scan_fast
 from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -147,67 +147,92 @@ def random_scan_inputs(b, t, h, p, n, dtype, seed=0, groups=None):
     return x, dt, A, B, C
 
 
+SCANS = [ssd_scan, ssd_scan_fast]      # the chunked algorithm as written to be read, and as the mixer runs it
+
+
+@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("t", [1, 37, 100])
-def test_ssd_scan_matches_sequential_loop_float64(t):
+def test_ssd_scan_matches_sequential_loop_float64(t, scan):
     args = random_scan_inputs(2, t, 3, 4, 5, torch.float64)
     y_ref, s_ref = ssd_scan_sequential(*args)
-    y, s = ssd_scan(*args, chunk_size=16)
+    y, s = scan(*args, chunk_size=16)
     torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(s, s_ref, rtol=1e-10, atol=1e-10)
     assert y.dtype == torch.float64
 
 
+@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("groups", [1, 2])
-def test_ssd_scan_with_shared_B_C_matches_sequential_loop_float64(groups):
+def test_ssd_scan_with_shared_B_C_matches_sequential_loop_float64(groups, scan):
     # 4 heads reading `groups` B, C: head i reads group i // (4 / groups); t = 37 leaves a padded tail
     args = random_scan_inputs(2, 37, 4, 3, 5, torch.float64, groups=groups)
     y_ref, s_ref = ssd_scan_sequential(*args)
-    y, s = ssd_scan(*args, chunk_size=16)
+    y, s = scan(*args, chunk_size=16)
     torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(s, s_ref, rtol=1e-10, atol=1e-10)
 
 
+def weighted_loss(t, h, p, n):
+    """A loss that reads y (b=2, t, h, p) and the final state (2, h, p, n) with fixed random weights."""
+    g = torch.Generator().manual_seed(1)
+    wy, ws = (torch.randn(2, t, h, p, generator=g, dtype=torch.float64),
+              torch.randn(2, h, p, n, generator=g, dtype=torch.float64))
+    return lambda y, s: (y * wy).sum() + (s * ws).sum()
+
+
 @pytest.mark.parametrize("groups", [1, 4])
 def test_ssd_scan_written_out_backward_equals_autograd_of_sequential_loop_float64(groups):
-    # the reference is autograd through the plain loop; the loss reads y and the final state
+    # the reference is autograd through the plain loop
     args = [a.requires_grad_() for a in random_scan_inputs(2, 29, 4, 3, 5, torch.float64, groups=groups)]
-    g = torch.Generator().manual_seed(1)
-    wy, ws = (torch.randn(2, 29, 4, 3, generator=g, dtype=torch.float64),
-              torch.randn(2, 4, 3, 5, generator=g, dtype=torch.float64))
-
-    def loss(y, s):
-        return (y * wy).sum() + (s * ws).sum()
+    loss = weighted_loss(29, 4, 3, 5)
     g_ref = torch.autograd.grad(loss(*ssd_scan_sequential(*args)), args)
-    g_ssd = torch.autograd.grad(loss(*ssd_scan(*args, chunk_size=8)), args)
+    g_ssd = torch.autograd.grad(loss(*ssd_scan_fast(*args, chunk_size=8)), args)
     for name, a, b in zip('x dt A B C'.split(), g_ssd, g_ref):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=name)
 
 
-def test_ssd_scan_backward_takes_the_expanded_gradient_of_a_sum():
-    """y.sum() hands the backward a gradient with stride 0 (bench.py's scan section does this): the
-    written-out backward gives autograd's gradients of the sequential loop there too."""
-    args = [a.requires_grad_() for a in random_scan_inputs(1, 32, 4, 3, 5, torch.float64, groups=1)]
-    g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].sum(), args)
-    g = torch.autograd.grad(ssd_scan(*args, chunk_size=8)[0].sum(), args)
+@pytest.mark.parametrize("groups", [1, 2])
+def test_fast_scan_equals_the_readable_chunked_scan_float64(groups):
+    """kernels.ssd_scan_fast (no scan inside a chunk, a written-out backward) against model.ssd_scan,
+    the same algorithm in plain tensor ops with autograd's backward: the outputs, the final state and
+    the gradients of every input, t = 37 over chunks of 8 (a padded tail)."""
+    args = [a.requires_grad_() for a in random_scan_inputs(2, 37, 4, 3, 5, torch.float64, groups=groups)]
+    loss = weighted_loss(37, 4, 3, 5)
+    (y_ref, s_ref), (y, s) = ssd_scan(*args, chunk_size=8), ssd_scan_fast(*args, chunk_size=8)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s, s_ref, rtol=1e-12, atol=1e-12)
+    g_ref = torch.autograd.grad(loss(y_ref, s_ref), args)
+    g = torch.autograd.grad(loss(y, s), args)
     for name, a, b in zip('x dt A B C'.split(), g, g_ref):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=name)
 
 
-def test_ssd_scan_gradients_match_sequential_loop():
+def test_fast_scan_backward_takes_the_expanded_gradient_of_a_sum():
+    """y.sum() hands the backward a gradient with stride 0 (bench.py's scan section does this): the
+    written-out backward gives autograd's gradients of the sequential loop there too."""
+    args = [a.requires_grad_() for a in random_scan_inputs(1, 32, 4, 3, 5, torch.float64, groups=1)]
+    g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].sum(), args)
+    g = torch.autograd.grad(ssd_scan_fast(*args, chunk_size=8)[0].sum(), args)
+    for name, a, b in zip('x dt A B C'.split(), g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("scan", SCANS)
+def test_ssd_scan_gradients_match_sequential_loop(scan):
     args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 2, 3, 4, torch.float32)]
     g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].pow(2).sum(), args)
-    g = torch.autograd.grad(ssd_scan(*args, chunk_size=16)[0].pow(2).sum(), args)
+    g = torch.autograd.grad(scan(*args, chunk_size=16)[0].pow(2).sum(), args)
     for a, b in zip(g, g_ref):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
 
 
 def test_compiled_ssd_scan_equals_sequential_loop():
-    """ssd_scan under torch.compile (Inductor, as in a compiled model; here on a CPU), in one graph:
-    the outputs and gradients of the sequential loop, one B, C for all heads as in the mixer."""
+    """ssd_scan_fast under torch.compile (Inductor, as in a compiled model; here on a CPU), in one
+    graph: the outputs and gradients of the sequential loop, one B, C for all heads as in the mixer."""
     args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 4, 3, 4, torch.float32, groups=1)]
     y_ref, s_ref = ssd_scan_sequential(*args)
     g_ref = torch.autograd.grad(y_ref.pow(2).sum() + s_ref.sum(), args)
-    y, s = torch.compile(ssd_scan, fullgraph=True)(*args, chunk_size=16)
+    y, s = torch.compile(ssd_scan_fast, fullgraph=True)(*args, chunk_size=16)
     g = torch.autograd.grad(y.pow(2).sum() + s.sum(), args)
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-5)
     for name, a, b in zip('x dt A B C'.split(), g, g_ref):
@@ -227,12 +252,13 @@ class LargestTensor(TorchDispatchMode):
         return out
 
 
-def test_ssd_scan_has_nothing_quadratic_in_chunks():
+@pytest.mark.parametrize("scan", SCANS)
+def test_ssd_scan_has_nothing_quadratic_in_chunks(scan):
     largest = {}
     for chunks in (16, 256):
         args = [a.requires_grad_() for a in random_scan_inputs(1, 4 * chunks, 2, 4, 4, torch.float32)]
         with LargestTensor() as mode:
-            y, _ = ssd_scan(*args, chunk_size=4)
+            y, _ = scan(*args, chunk_size=4)
             y.sum().backward()
         assert torch.isfinite(y).all()
         largest[chunks] = mode.numel
