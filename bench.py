@@ -22,9 +22,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+import kernels
 import model as M
 from configurator import configure, settings_of
-from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential
+from kernels import CompiledOrEager, ssd_scan_fast
+from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -109,7 +111,7 @@ def bench_dropout(rounds=15):
 
     def fb(op, compiled):
         def run():
-            M.USE_COMPILE = compiled
+            kernels.USE_COMPILE = compiled
             op().backward(g)
         return run
     ops = {'F.dropout (float masks)': fb(lambda: F.dropout(x, 0.1, True), True),
@@ -119,7 +121,7 @@ def bench_dropout(rounds=15):
            'vpad (eager)': fb(lambda: M.vpad(x, 0.1), False),
            'vpad_reference (definition)': fb(lambda: M.vpad_reference(x, 0.1), False)}
     report(alternating(ops, rounds, warmup=2), 'F.dropout (float masks)')
-    M.USE_COMPILE = True
+    kernels.USE_COMPILE = True
 
 
 def saved_for_backward_bytes(fn, exclude):
@@ -157,7 +159,7 @@ def bench_saved():
     print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, "
           "distinct storages) ==")
     configs = {name: read_config(name) for name in ('gpu_vpad_4k', 'gpu_mamba2_4k')}
-    M.USE_COMPILE = False
+    kernels.USE_COMPILE = False
     per_row = {}
     for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
         c = configs[name]
@@ -172,7 +174,7 @@ def bench_saved():
             per_row[name, dtype] = n
             extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
             print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
-    M.USE_COMPILE = True
+    kernels.USE_COMPILE = True
     print("per config, layers x rows per micro-batch x the bf16 figure (activations only: no weights, "
           "optimizer state, logits or eval):")
     for name, c in configs.items():
@@ -183,9 +185,10 @@ def bench_saved():
 
 
 def bench_scan():
-    """Chunked SSD scan vs the sequential loop it must equal."""
-    print("\n== ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all heads, chunk 64, "
-          "fp32) ==")
+    """The chunked SSD scan as the model runs it (kernels.ssd_scan_fast) and as written to be read
+    (model.ssd_scan), vs the sequential loop both must equal."""
+    print("\n== ssd_scan_fast and ssd_scan vs the sequential recurrence (b=1, h=8, p=32, n=64, one B, C for all "
+          "heads, chunk 64, fp32) ==")
     for t, backward in ((1024, True), (4096, False)):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, t, 8, 32, generator=g)
@@ -194,19 +197,23 @@ def bench_scan():
         B, C = torch.randn(1, t, 1, 64, generator=g), torch.randn(1, t, 1, 64, generator=g)
         args = [a.requires_grad_(backward) for a in (x, dt, A, B, C)]
         y_ref, _ = ssd_scan_sequential(*args)
-        y, _ = ssd_scan(*args, chunk_size=64)
-        err = (y - y_ref).abs().max().item()
+        scans = {'ssd_scan_fast': lambda: ssd_scan_fast(*args, chunk_size=64),
+                 'ssd_scan': lambda: ssd_scan(*args, chunk_size=64)}
+        err = {name: (scan()[0] - y_ref).abs().max().item() for name, scan in scans.items()}
 
         def run(fn):
             if backward:
                 return lambda: fn()[0].sum().backward()
             return lambda: torch.no_grad()(fn)()
-        times = alternating({'sequential': run(lambda: ssd_scan_sequential(*args)),
-                             'ssd_scan': run(lambda: ssd_scan(*args, chunk_size=64))}, rounds=3)
-        t_seq, t_ssd = (statistics.median(times[k]) for k in ('sequential', 'ssd_scan'))
+        times = alternating({'sequential': run(lambda: ssd_scan_sequential(*args))}
+                            | {name: run(scan) for name, scan in scans.items()}, rounds=3)
+        t_seq = statistics.median(times['sequential'])
         what = 'forward+backward' if backward else 'forward'
-        print(f"t={t:<5} {what:<17} sequential {t_seq * 1000:8.1f} ms, ssd_scan {t_ssd * 1000:7.1f} ms: "
-              f"{t_seq / t_ssd:5.1f}x faster; max |diff| {err:.1e}")
+        print(f"t={t:<5} {what:<17} {'sequential':<14}{t_seq * 1000:8.1f} ms")
+        for name in scans:
+            t_scan = statistics.median(times[name])
+            print(f"{'':<25}{name:<14}{t_scan * 1000:8.1f} ms: {t_seq / t_scan:5.1f}x faster; "
+                  f"max |diff| {err[name]:.1e}")
 
 
 MEMORY_CODE = """
@@ -246,7 +253,7 @@ def gpu_model(name, **changes):
 
 
 def gpu_step(cfg, batch, T, device, compile):
-    """-> (step, model, run): one training step of a fresh model; run is the model compiled (model.py's
+    """-> (step, model, run): one training step of a fresh model; run is the model compiled (kernels.py's
     CompiledOrEager, as train.py runs it: on a compiler failure it says so in one line and runs eagerly)
     or the model."""
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 Claims 2-4 measured directly: for a model, the same batch in training mode and in eval mode, and at
 the input and the output of every linear projection the per-token mean shift, the batch-mean shift
 (both over 32 masks, less their noise floor) and the variance ratio, for each dropout site
-(model.dropout_mismatch).
+(dropout_mismatch, which study/evals.py also runs on a study's trained runs).
 
     python mismatch.py             # a small random model, one column group per site
     python mismatch.py out/vpad    # a trained run, on rows of its validation data
@@ -13,10 +13,78 @@ import sys
 
 import numpy as np
 import torch
+import torch.nn as nn
 
 import rundir
 import sample_data
-from model import GPT, SITES, GPTConfig, dropout_mismatch
+from model import GPT, SITES, GPTConfig
+
+
+def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
+    """One tensor at one layer: e its eval value (N tokens, C), and over K training-mode masks the
+    sums of its value s, its square s2, its per-coordinate batch mean mu_s, mu_s2 and batch variance
+    var_s. Shifts are in units of the eval RMS standard deviation over tokens; each has its mask-noise
+    floor (what the mean over K masks of a mean-preserving noise still shows) measured and subtracted."""
+    scale = e.var(0).mean().sqrt().clamp(min=1e-12)
+    m = s / K                                                          # E over masks, per token: (N, C)
+    floor2 = ((s2 / K - m ** 2) * K / (K - 1)).clamp(min=0).mean() / K  # var over masks / K, averaged
+    token2 = (m - e).pow(2).mean()                                      # per token: E[y | x] against x
+    mu_m, mu_e = mu_s / K, e.mean(0)                                    # per coordinate, over the batch
+    mu_floor2 = ((mu_s2 / K - mu_m ** 2) * K / (K - 1)).clamp(min=0).mean() / K
+    return {'token_shift': ((token2 - floor2).clamp(min=0).sqrt() / scale).item(),
+            'token_floor': (floor2.sqrt() / scale).item(),
+            'mean_shift': (((mu_m - mu_e).pow(2).mean() - mu_floor2).clamp(min=0).sqrt() / scale).item(),
+            'mean_floor': (mu_floor2.sqrt() / scale).item(),
+            'var_ratio': (var_s / K / e.var(0).clamp(min=1e-12)).mean().item(),
+            'differs': bool(token2.sqrt() / scale > 1e-6)}
+
+@torch.no_grad()
+def dropout_mismatch(model, idx, n_masks=32, seed=0):
+    """Run the same batch in eval mode and in train mode n_masks times, and for every linear layer
+    compare, at its input and at its output (the pre-activations the next nonlinearity sees):
+      token_shift: the conditional mean shift per token, RMS over tokens and coordinates of
+                   E_masks[y | x] - y_eval, over the eval RMS sd (0 = each token's mean kept;
+                   VPAD's own sites shrink it toward the batch mean: 1 - sqrt(1 - p) = 0.051 at p = 0.1)
+      mean_shift:  the same for the per-coordinate mean over the batch (0 = the batch mean kept)
+      var_ratio:   mean_i var_train_i / var_eval_i over the batch (1 = kept; inverted dropout adds
+                   p/(1-p) sum_i W_ji^2 E[x_i^2] at the output)
+    each shift with its mask-noise floor subtracted (token_floor, mean_floor: the floor itself), and
+    reached: whether the layer's input differs between the modes at all (the layers a site reaches).
+    -> list of dicts {layer, proj, reached, token_shift, ..., pre_act_token_shift, ...}, in forward order."""
+    acc, evals = {}, {}
+
+    def hook(name):
+        def fn(module, args, out):
+            for kind, t in (('in', args[0]), ('out', out)):
+                t = t.double().reshape(-1, t.shape[-1])                   # (tokens, features)
+                if not module.training:
+                    evals[name, kind] = t
+                    continue
+                mu = t.mean(0)
+                sums = acc.setdefault((name, kind), [0.0] * 5)
+                for i, v in enumerate((t, t * t, mu, mu * mu, t.var(0))):
+                    sums[i] = sums[i] + v
+        return fn
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    was_training = model.training
+    try:
+        model.eval()(idx)
+        torch.manual_seed(seed)
+        for _ in range(n_masks):
+            model.train()(idx)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    rows = []
+    for name in dict.fromkeys(n for n, _ in evals):
+        inp, out = (_mismatch(evals[name, k], *acc[name, k], n_masks) for k in ('in', 'out'))
+        layer, _, proj = name.partition('.')[2].partition('.') if name.startswith('blocks.') else (None, '', name)
+        reached, _ = inp.pop('differs'), out.pop('differs')
+        rows.append({'layer': None if layer is None else int(layer), 'proj': proj, 'reached': reached,
+                     **inp, **{'pre_act_' + k: v for k, v in out.items()}})
+    return rows
 
 
 def main(argv):
@@ -34,10 +102,11 @@ def main(argv):
         cfg = dict(ckpt['model_args'])
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
         sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone
-        if not os.path.exists(os.path.join(data_dir, 'val.bin')):
-            raise SystemExit(f"{data_dir}/val.bin is missing though {data_dir}/meta.json is there: "
-                             f"delete {data_dir} and rerun this command to generate the run's data again")
-        ids, _ = sample_data.load_split(data_dir, 'val')
+        try:
+            ids, _ = sample_data.load_split(data_dir, 'val')
+        except FileNotFoundError as e:      # make_corpus found its meta.json, so it did not generate it again
+            raise SystemExit(f"{e.filename} is missing though {os.path.join(data_dir, sample_data.META)} is there: "
+                             f"delete {data_dir} and rerun this command to generate the run's data again") from None
         idx = torch.from_numpy(ids[:16 * T].astype(np.int64)).view(16, T)
         state, what = ckpt['model'], f"{argv[0]} (trained with {cfg['dropout_site']})"
     else:

@@ -1,5 +1,5 @@
 """
-A small GPT / Mamba2 for length-generalization experiments, in one file.
+A small GPT / Mamba2 for length-generalization experiments.
 
 The paper's idea in a few lines. Every block is pre-norm, x = x + f(N(x)), with N = RMSNorm.
 Where the dropout D goes decides whether the activations a linear layer sees at inference look
@@ -28,12 +28,14 @@ cross-covariances of x by (1 - p), so the pre-activation variance barely moves. 
 per-coordinate mean over all tokens of the batch, taken without gradient.
 
 Contents, top to bottom: the config; the dropout sites (vpad_reference, the definition, then vpad
-and inverted_dropout); attention (RoPE, full or sliding window, RoPE or NoPE, ShortConv) and the
-SwiGLU MLP; the Mamba2 mixer with its selective scan (ssd_scan_sequential, the definition, then
-ssd_scan); the block and the model; the train-vs-eval mismatch diagnostic (`python mismatch.py`
-prints it). Last, a section to skip on a first read: the fast paths (compiled kernels, the chunked
-scan and the conv with written-out backward passes), each tested against its definition above in
-tests/test_model.py. USE_COMPILE = False runs them op by op.
+and inverted_dropout); attention (RoPE, its rescalings past the training length, full or sliding
+window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
+(ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
+
+The fast paths the model runs are in kernels.py, to skip on a first read: the compiled dropout
+kernels, the chunked scan and the conv with written-out backward passes, the gated norm's kernel.
+Each is tested against its definition here (tests/test_model.py); kernels.USE_COMPILE = False runs
+them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
 """
 
 import math
@@ -43,6 +45,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+
+import kernels
 
 SITES = ('none', 'pre_norm', 'pre_linear', 'vpad')
 BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}
@@ -116,16 +120,18 @@ def vpad_reference(x, p):
 
 def vpad(x, p):
     """Training-mode VPAD: mu + m (x - mu) / sqrt(1 - p), mu = per-coordinate batch mean. The mask
-    comes from 16-bit random slices and the op is one compiled kernel (_masked_scale, fast paths)."""
+    comes from 16-bit random slices (p quantized to 1/65536) and the op is one compiled kernel."""
     if p == 0:
         return x
-    return _masked_scale(x, p, _vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
+    # kernels.vpad_kernel: mu + keep (x - mu) scale, with scale = 1 / sqrt(1 - p) at the quantized p
+    return kernels.masked_scale(x, p, kernels.vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
 
 def inverted_dropout(x, p):
     """Training-mode inverted dropout m x / (1 - p), with the same cheap masks as vpad."""
     if p == 0:
         return x
-    return _masked_scale(x, p, _dropout_kernel, lambda q: 1.0 / (1.0 - q))
+    # kernels.dropout_kernel: keep x scale, with scale = 1 / (1 - p) at the quantized p
+    return kernels.masked_scale(x, p, kernels.dropout_kernel, lambda q: 1.0 / (1.0 - q))
 
 class Dropout(nn.Module):
     """D (affine=False) or VPAD (affine=True); the identity in eval mode."""
@@ -291,8 +297,9 @@ class MLP(nn.Module):
 #     h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T      (p, n)
 #     y_t = h_t C_t                                    (p,)
 # ssd_scan_sequential is that loop, the definition; ssd_scan computes the same thing in chunks
-# (SSD, Mamba2): inside a chunk as a masked matrix product, between chunks as a recurrence over
-# one state per chunk, so cost and memory are linear in t (_ChunkedScan, fast paths).
+# (SSD, Mamba2; written as mamba's ssd_minimal.py): inside a chunk as a masked matrix product,
+# between chunks as a recurrence over one state per chunk, so cost and memory are linear in t.
+# The mixer runs kernels.ssd_scan_fast, the same algorithm with a written-out backward.
 
 def ssd_scan_sequential(x, dt, A, B, C):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
@@ -306,25 +313,50 @@ def ssd_scan_sequential(x, dt, A, B, C):
         ys.append(torch.einsum('bhpn,bhn->bhp', state, C[:, i]))
     return torch.stack(ys, dim=1), state
 
+def segsum(a):
+    """a: (..., l) log decays -> (..., l, l), S[i, j] = a[j+1] + .. + a[i] for j <= i and -inf above
+    the diagonal, so that exp(S) is a chunk's decay matrix. A cumsum of a masked copy of a, as in
+    ssd_minimal: a_cum[i] - a_cum[j] would cost |a_cum| eps in the exponent."""
+    l = a.shape[-1]
+    S = a[..., None].expand(*a.shape, l)                                   # (..., l, l): S[i, j] = a[i]
+    S = S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(-1), 0).cumsum(-2)
+    return S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(), -torch.inf)
+
 def ssd_scan(x, dt, A, B, C, chunk_size):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
-    Mamba2 mixer has g = 1, one B, C shared by all heads, and C_i.B_j is then computed once per
-    chunk, not once per head. -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or
-    fp64). Any t: the tail is zero-padded with dt = 0, which neither decays nor writes the state, so
-    padding is exact."""
+    Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
+    final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0, which
+    neither decays nor writes the state, so padding is exact."""
     b, t, h, p = x.shape
-    assert h % B.shape[2] == 0, f"B, C have {B.shape[2]} groups, which must divide the {h} heads"
-    out_dtype = x.dtype
-    dtype = torch.promote_types(x.dtype, torch.float32)  # fp32 at least (fp64 stays fp64)
+    g, n = B.shape[2:]
+    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
+    out_dtype, dtype = x.dtype, torch.promote_types(x.dtype, torch.float32)   # fp32 at least (fp64 stays fp64)
+    l, pad = chunk_size, (-t) % chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
-        x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
-        pad = (-t) % chunk_size
-        if pad:
-            x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
-            dt = F.pad(dt, (0, 0, 0, pad))
-        y, state = _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
-    return y[:, :t].to(out_dtype), state
+        x, B, C = (F.pad(u.to(dtype), (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+        dt, A = F.pad(dt.to(dtype), (0, 0, 0, pad)), A.to(dtype)
+        c = x.shape[1] // l                                                # chunks
+        B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
+        X = (x * dt[..., None]).view(b, c, l, h, p)                        # dt_t x_t, what step t writes
+        a = (dt * A).view(b, c, l, h).permute(0, 3, 1, 2)                 # (b, h, c, l): log decay of each step
+        a_cum = a.cumsum(-1)                                               # (b, h, c, l)
+        # 1. the output within each chunk (diagonal blocks): y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
+        L = torch.exp(segsum(a))                                           # (b, h, c, l, l)
+        Y_diag = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, L, X)
+        # 2. the state each chunk writes, decayed to the chunk's end
+        decay_states = torch.exp(a_cum[..., -1:] - a_cum)                  # (b, h, c, l)
+        states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_states, X)
+        # 3. the states passed between chunks, a recurrence over chunks: S_{k+1} = exp(a_cum_k[-1]) S_k + states_k
+        chunk_decay = torch.exp(a_cum[..., -1])                            # (b, h, c)
+        S = [x.new_zeros(b, h, p, n)]
+        for k in range(c):
+            S.append(chunk_decay[:, :, k, None, None] * S[-1] + states[:, k])
+        S_in = torch.stack(S[:-1], dim=1)                                  # (b, c, h, p, n): entering each chunk
+        # 4. the output of the incoming states: y_i += exp(a_1 + .. + a_i) S C_i
+        Y_off = torch.einsum('bclhn,bchpn,bhcl->bclhp', C, S_in, torch.exp(a_cum))
+    y = (Y_diag + Y_off).reshape(b, c * l, h, p)
+    return y[:, :t].to(out_dtype), S[-1]
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm((y + D x) * silu(z)) * weight: Mamba2's skip connection, gate and output norm."""
@@ -333,13 +365,15 @@ class GatedRMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
     def forward(self, y, x, D, z):             # y, x: (B, T, h, p), D: (h,), z: (B, T, h p)
-        return _skip_gate_norm(y, x, D, z, self.weight, self.eps)
+        # kernels.skip_gate_norm: F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps), one kernel
+        return kernels.skip_gate_norm(y, x, D, z, self.weight, self.eps)
 
 def causal_conv_silu(x, w, bias):
     """silu(causal depthwise conv1d(x)): out_t = silu(bias + sum_k w_k x_{t-K+1+k}), per channel.
     x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in fp32, in nn.Conv1d's layout.
     Computed in fp32, returned in x's dtype."""
-    return _CausalConvSilu.apply(x, w[:, 0], bias)
+    # kernels.CausalConvSilu: the K taps as shifted multiply-adds, with a backward that keeps only x
+    return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
 
 class Mamba2(nn.Module):
     def __init__(self, config):
@@ -376,7 +410,8 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); B, C: one group
+        # kernels.ssd_scan_fast: ssd_scan's numbers, with a written-out backward that keeps one state per chunk
+        y, _ = kernels.ssd_scan_fast(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
 
@@ -515,365 +550,3 @@ class GPT(nn.Module):
         """Model FLOPs utilization: achieved FLOP/s over `peak_flops` (the device's, per process;
         a config key, since it depends on the hardware and the dtype)."""
         return self.flops_per_token(self.config.block_size, head_fraction) * tokens_per_iter / dt / peak_flops
-
-# -----------------------------------------------------------------------------
-# The train-vs-eval mismatch diagnostic (claims 2-4 of the paper, measured directly)
-
-def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
-    """One tensor at one layer: e its eval value (N tokens, C), and over K training-mode masks the
-    sums of its value s, its square s2, its per-coordinate batch mean mu_s, mu_s2 and batch variance
-    var_s. Shifts are in units of the eval RMS standard deviation over tokens; each has its mask-noise
-    floor (what the mean over K masks of a mean-preserving noise still shows) measured and subtracted."""
-    scale = e.var(0).mean().sqrt().clamp(min=1e-12)
-    m = s / K                                                          # E over masks, per token: (N, C)
-    floor2 = ((s2 / K - m ** 2) * K / (K - 1)).clamp(min=0).mean() / K  # var over masks / K, averaged
-    token2 = (m - e).pow(2).mean()                                      # per token: E[y | x] against x
-    mu_m, mu_e = mu_s / K, e.mean(0)                                    # per coordinate, over the batch
-    mu_floor2 = ((mu_s2 / K - mu_m ** 2) * K / (K - 1)).clamp(min=0).mean() / K
-    return {'token_shift': ((token2 - floor2).clamp(min=0).sqrt() / scale).item(),
-            'token_floor': (floor2.sqrt() / scale).item(),
-            'mean_shift': (((mu_m - mu_e).pow(2).mean() - mu_floor2).clamp(min=0).sqrt() / scale).item(),
-            'mean_floor': (mu_floor2.sqrt() / scale).item(),
-            'var_ratio': (var_s / K / e.var(0).clamp(min=1e-12)).mean().item(),
-            'differs': bool(token2.sqrt() / scale > 1e-6)}
-
-@torch.no_grad()
-def dropout_mismatch(model, idx, n_masks=32, seed=0):
-    """Run the same batch in eval mode and in train mode n_masks times, and for every linear layer
-    compare, at its input and at its output (the pre-activations the next nonlinearity sees):
-      token_shift: the conditional mean shift per token, RMS over tokens and coordinates of
-                   E_masks[y | x] - y_eval, over the eval RMS sd (0 = each token's mean kept;
-                   VPAD's own sites shrink it toward the batch mean: 1 - sqrt(1 - p) = 0.051 at p = 0.1)
-      mean_shift:  the same for the per-coordinate mean over the batch (0 = the batch mean kept)
-      var_ratio:   mean_i var_train_i / var_eval_i over the batch (1 = kept; inverted dropout adds
-                   p/(1-p) sum_i W_ji^2 E[x_i^2] at the output)
-    each shift with its mask-noise floor subtracted (token_floor, mean_floor: the floor itself), and
-    reached: whether the layer's input differs between the modes at all (the layers a site reaches).
-    -> list of dicts {layer, proj, reached, token_shift, ..., pre_act_token_shift, ...}, in forward order."""
-    acc, evals = {}, {}
-
-    def hook(name):
-        def fn(module, args, out):
-            for kind, t in (('in', args[0]), ('out', out)):
-                t = t.double().reshape(-1, t.shape[-1])                   # (tokens, features)
-                if not module.training:
-                    evals[name, kind] = t
-                    continue
-                mu = t.mean(0)
-                sums = acc.setdefault((name, kind), [0.0] * 5)
-                for i, v in enumerate((t, t * t, mu, mu * mu, t.var(0))):
-                    sums[i] = sums[i] + v
-        return fn
-
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    was_training = model.training
-    try:
-        model.eval()(idx)
-        torch.manual_seed(seed)
-        for _ in range(n_masks):
-            model.train()(idx)
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
-    rows = []
-    for name in dict.fromkeys(n for n, _ in evals):
-        inp, out = (_mismatch(evals[name, k], *acc[name, k], n_masks) for k in ('in', 'out'))
-        layer, _, proj = name.partition('.')[2].partition('.') if name.startswith('blocks.') else (None, '', name)
-        reached, _ = inp.pop('differs'), out.pop('differs')
-        rows.append({'layer': None if layer is None else int(layer), 'proj': proj, 'reached': reached,
-                     **inp, **{'pre_act_' + k: v for k, v in out.items()}})
-    return rows
-
-# =============================================================================
-# Fast paths, to skip on a first read: the kernels behind vpad, inverted_dropout, ssd_scan,
-# causal_conv_silu and GatedRMSNorm. They compute the definitions' numbers in fewer kernels and
-# with less memory saved for backward; tests/test_model.py checks each against its definition,
-# compiled and eager, and bench.py times them. In order: the compile switch, dropout masks, the
-# chunked scan, Mamba2's conv, Mamba2's gated norm.
-# =============================================================================
-
-USE_COMPILE = True   # False: the kernels run op by op, with the same numbers (tests and bench.py)
-
-def compiled(fn):
-    """fn fused by torch.compile, built on its first call (kept as .kernel). Inside a compiled model,
-    fn itself: the model's graph fuses it. With USE_COMPILE off, or without a working compiler
-    (torch.compile needs a C++ compiler on a CPU), fn op by op."""
-    def run(*args):
-        if not USE_COMPILE or torch.compiler.is_compiling():
-            return fn(*args)
-        if run.kernel is None:
-            run.kernel = torch.compile(fn, dynamic=True)
-        try:
-            return run.kernel(*args)
-        except torch._dynamo.exc.BackendCompilerFailed as e:
-            print(f"model.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
-                  f"running it op by op")
-            run.kernel = fn
-            return fn(*args)
-    run.kernel = None
-    return run
-
-
-class CompiledOrEager(nn.Module):
-    """model under torch.compile; if compiling fails (at the first call), one line saying so and the
-    model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
-    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
-    def __init__(self, model, backend='inductor'):
-        super().__init__()
-        self.model = model
-        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
-        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
-            torch._functorch.config.force_non_lazy_backward_lowering = True
-
-    def forward(self, *args):
-        if self.compiled:
-            try:
-                return self.compiled[0](*args)
-            except torch._dynamo.exc.BackendCompilerFailed as e:
-                why = getattr(e, 'inner_exception', None) or e
-                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
-                      f"training without it")
-                self.compiled.clear()
-        return self.model(*args)
-
-# Dropout (vpad, inverted_dropout). On a CPU its cost is the random number generator, not the
-# arithmetic (F.dropout on 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes from
-# 16-bit slices of 64-bit random words (4 elements per draw, p quantized to 1/65536), the centring,
-# masking and scaling run as one kernel fused by torch.compile, and the backward keeps only the mask.
-
-def _random_int16(x):
-    """One uniform int16 per element of x, from torch's generator, so the run's seed and the RNG
-    state in a checkpoint fix every mask. torch.randint, not Tensor.random_: Dynamo traces it."""
-    n = x.numel()
-    words = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
-    return words.view(torch.int16)[:n].view(x.shape)
-
-def _quantize(p):
-    """-> (threshold, p_eff): keep an element iff its int16 >= threshold, P(keep) = 1 - p_eff."""
-    dropped = round(p * 65536)
-    return dropped - 32768, dropped / 65536
-
-@compiled
-def _vpad_kernel(x, r, threshold: int, scale: float):
-    keep = r >= threshold
-    mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)      # (1, .., 1, C) per coordinate
-    return mu + keep * (x - mu) * scale, keep
-
-@compiled
-def _dropout_kernel(x, r, threshold: int, scale: float):
-    keep = r >= threshold
-    return keep * x * scale, keep
-
-class _MaskedScale(torch.autograd.Function):
-    """y = kernel(x); dy/dx = keep * scale for both kernels (mu carries no gradient), so the
-    backward keeps the boolean mask and nothing else."""
-    @staticmethod
-    def forward(ctx, x, r, threshold, scale, kernel):
-        y, keep = kernel(x, r, threshold, scale)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (keep,) = ctx.saved_tensors
-        return grad * keep * ctx.scale, None, None, None, None
-
-def _masked_scale(x, p, kernel, scale):
-    threshold, p_eff = _quantize(p)
-    r = _random_int16(x)
-    if torch.compiler.is_compiling():    # in a compiled model the graph fuses the kernel and derives its backward
-        return kernel(x, r, threshold, scale(p_eff))[0]
-    return _MaskedScale.apply(x, r, threshold, scale(p_eff), kernel)
-
-# The chunked scan (ssd_scan), with a written-out backward. No scans inside a chunk: Inductor's GPU
-# codegen failed on the cumsum of the log decays at gpu_mamba2_4k's shapes (torch 2.11, "list
-# indices must be integers or slices, not NoneType" in a SplitScan buffer), so the cumulative sums
-# are products with triangular 0/1 matrices, which tensor cores run, and the decay matrix is an exp
-# of their differences.
-
-def prefix_sums(v, ones):
-    """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
-    last dim, inclusive (ones.triu()), exclusive (ones.triu(1)) or from the end (ones.tril()). Under
-    TF32 (train.py turns it on for GPUs) a product rounds fp32 v to 11 significant bits. The top 16
-    bits of v are exact in TF32, so v goes in as those plus the rest, and only the rest, < 2^-7 of v,
-    is rounded. (A bf16 round trip gives the same split eagerly, but a compiled graph drops it.)"""
-    if v.dtype != torch.float32:
-        return v @ ones
-    hi = (v.view(torch.int32) & -65536).view(torch.float32)        # sign, exponent, 7 mantissa bits
-    return hi @ ones + (v - hi) @ ones
-
-@compiled
-def decay_matrix_t(a_cum):
-    """a_cum: (..., l) cumulative log decays (non-increasing) -> Lt: (..., l, l), a chunk's decay
-    matrix transposed: Lt[j, i] = exp(a_cum[i] - a_cum[j]) = exp(a[j+1] + .. + a[i]) for i >= j, and 1
-    below the diagonal (callers multiply by an upper-triangular matrix). The difference costs
-    |a_cum| * eps in the exponent (fp32: 1e-5 at |a_cum| = 200, where the chunk start's weight is
-    e^-200), as to_end already did; mamba's `segsum` avoids it with a masked cumsum, a scan.
-    Compiled, one pass: on a CPU 2x faster than the running product of exp(a) it replaces."""
-    return torch.exp((a_cum[..., None, :] - a_cum[..., :, None]).clamp(max=0))
-
-class _ChunkedScan(torch.autograd.Function):
-    """ssd_scan on inputs padded to whole chunks and cast. The backward is written out and rebuilds
-    each chunk's intermediates from the inputs, so autograd keeps only the inputs and one state per
-    chunk: no (l x l) matrix and no copy of x (bench.py's saved-memory section measures it).
-    Layouts: token-major X = dt x (b, c, l, h, p), as x, for the products with B and C, which all
-    heads of a group share; head-major Xh (b, c, h, l, p) for the per-head (l x l) products; B, C as
-    (b, c, g, l, n); states as (b, c, g, r p, n), the r = h/g heads of a group stacked in the rows."""
-
-    @staticmethod
-    def chunks(x, dt, A, B, C, l):
-        """The per-chunk tensors both passes start from."""
-        b, T, h, p = x.shape
-        g, n = B.shape[-2:]
-        c = T // l
-        X = (x * dt[..., None]).view(b, c, l, h, p)                               # dt_t x_t
-        Xh = X.transpose(2, 3).contiguous()                                       # (b, c, h, l, p)
-        a = (dt * A).view(b, c, l, h).transpose(2, 3)                             # (b, c, h, l): log decay
-        a_cum = prefix_sums(a, torch.ones(l, l, device=a.device, dtype=a.dtype).triu_())   # a.cumsum(-1)
-        to_end = torch.exp(a_cum[..., -1:] - a_cum).transpose(2, 3)[..., None]    # (b, c, l, h, 1)
-        from_start = torch.exp(a_cum).transpose(2, 3)[..., None]                  # (b, c, l, h, 1)
-        Bc, Cc = (u.view(b, c, l, g, n).transpose(2, 3) for u in (B, C))          # (b, c, g, l, n)
-        CBt = (Bc @ Cc.transpose(-1, -2)).triu_()          # (b, c, g, l, l): B_j.C_i once per group, not per head
-        return X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt
-
-    @staticmethod
-    def forward(ctx, x, dt, A, B, C, l):
-        b, T, h, p = x.shape
-        g, n = B.shape[-2:]
-        c, r = T // l, h // g
-        X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
-        # 1. within each chunk: y_i = sum_{j<=i} C_i.B_j exp(a_{j+1}+..+a_i) X_j
-        Mt = decay_matrix_t(a_cum)                                                # (b, c, h, l, l)
-        Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
-        Yh = Mt.transpose(-1, -2) @ Xh                                            # (b, c, h, l, p)
-        # 2. the state each chunk writes, as seen at its end
-        Xd = (X * to_end).view(b, c, l, g, r * p).transpose(2, 3)                 # (b, c, g, l, r p)
-        chunk_states = Xd.transpose(-1, -2) @ Bc                                  # (b, c, g, r p, n)
-        # 3. between chunks: a recurrence over c states, linear in the number of chunks
-        chunk_decay = from_start[:, :, -1].view(b, c, g, r, 1, 1)                 # exp(a_cum[-1])
-        states = [x.new_zeros(b, g, r, p, n)]
-        for i in range(c):
-            states.append(chunk_decay[:, i] * states[-1] + chunk_states[:, i].view(b, g, r, p, n))
-        S = torch.stack(states, dim=1).view(b, c + 1, g, r * p, n)   # S[:, i] enters chunk i, S[:, c] is final
-        # 4. what the incoming state contributes inside each chunk, plus step 1's output
-        y = (Cc @ S[:, :c].transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
-        y.mul_(from_start).add_(Yh.transpose(2, 3))
-        ctx.save_for_backward(x, dt, A, B, C, S)
-        ctx.l = l
-        return y.reshape(b, T, h, p), S[:, c].reshape(b, h, p, n)
-
-    @staticmethod
-    def backward(ctx, dy, d_final):
-        x, dt, A, B, C, S = ctx.saved_tensors
-        b, T, h, p = x.shape
-        g, n = B.shape[-2:]
-        l = ctx.l
-        c, r = T // l, h // g
-        X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt = _ChunkedScan.chunks(x, dt, A, B, C, l)
-        dy = dy.view(b, c, l, h, p)
-        S_in = S[:, :c]                                                            # (b, c, g, r p, n)
-        # 4. y += (C S_in^T) exp(a_cum)
-        Z = (Cc @ S_in.transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
-        dZ = dy * from_start                                                      # (b, c, l, h, p)
-        d_cum = (dZ * Z).sum(-1)                                                  # (b, c, l, h): d a_cum
-        dZ = dZ.view(b, c, l, g, r * p).transpose(2, 3)                           # (b, c, g, l, r p)
-        dC = dZ @ S_in                                                            # (b, c, g, l, n)
-        dS_in = (dZ.transpose(-1, -2) @ Cc).view(b, c, g, r, p, n)
-        # 3. the recurrence backwards: S[i+1] = decay_i S[i] + chunk_states_i
-        chunk_decay = from_start[:, :, -1].view(b, c, g, r, 1, 1)
-        S = S.view(b, c + 1, g, r, p, n)
-        carry = x.new_zeros(b, g, r, p, n) if d_final is None else d_final.view(b, g, r, p, n)   # d S[i+1]
-        d_states, d_decay = [None] * c, [None] * c
-        for i in reversed(range(c)):
-            d_states[i] = carry
-            d_decay[i] = (carry * S[:, i]).sum((-2, -1))                           # (b, g, r)
-            carry = dS_in[:, i] + chunk_decay[:, i] * carry
-        d_states = torch.stack(d_states, dim=1).view(b, c, g, r * p, n)
-        d_cum[:, :, -1] += torch.stack(d_decay, dim=1).view(b, c, h) * chunk_decay.view(b, c, h)
-        # 2. chunk_states = (X exp(a_cum[-1] - a_cum))^T B
-        Xd = (X * to_end).view(b, c, l, g, r * p).transpose(2, 3)                 # (b, c, g, l, r p)
-        dB = Xd @ d_states                                                        # (b, c, g, l, n)
-        dXd = (Bc @ d_states.transpose(-1, -2)).transpose(2, 3).reshape(b, c, l, h, p)
-        d_to_end = (dXd * X).sum(-1) * to_end[..., 0]                             # (b, c, l, h)
-        d_cum -= d_to_end
-        d_cum[:, :, -1] += d_to_end.sum(2)
-        dX = dXd.mul_(to_end)                                                     # (b, c, l, h, p)
-        # 1. Yh = Mt^T Xh, Mt = Lt * CBt. With M[i, j] = CB[i, j] exp(S[i, j]), S[i, j] = a[j+1] + .. + a[i]:
-        # dS = dM * M, and a[k] is in S[i, j] iff j < k <= i, so
-        # da[k] = (sum of dS over columns j < k) - (sum over rows i < k)
-        dYh = dy.transpose(2, 3).contiguous()                                     # (b, c, h, l, p)
-        Mt = decay_matrix_t(a_cum)                                                # Lt for now
-        dMt = (Xh @ dYh.transpose(-1, -2)).mul_(Mt)                               # (b, c, h, l, l): dM * L
-        dCBt = dMt.view(b, c, g, r, l, l).sum(3).triu_()                          # (b, c, g, l, l)
-        Mt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None])
-        dX += (Mt @ dYh).transpose(2, 3)
-        dB += dCBt @ Cc
-        dC += dCBt.transpose(-1, -2) @ Bc
-        dSt = dMt.view(b, c, g, r, l, l).mul_(CBt[:, :, :, None]).view(b, c, h, l, l)   # dM * M
-        ones = torch.ones(l, l, device=x.device, dtype=x.dtype)
-        da = prefix_sums(dSt.sum(-1) - dSt.sum(-2), ones.triu(1))                 # (b, c, h, l)
-        # a_cum = cumsum(a): a[k] is in a_cum[m] for m >= k
-        da += prefix_sums(d_cum.transpose(2, 3), ones.tril())
-        # X = x dt, a = dt A
-        dt = dt.view(b, c, l, h)
-        dx = (dX * dt[..., None]).reshape(b, T, h, p)
-        d_dt = (dX * x.view(b, c, l, h, p)).sum(-1) + da.transpose(2, 3) * A      # (b, c, l, h)
-        dA = (da.transpose(2, 3) * dt).sum((0, 1, 2))
-        dB, dC = (u.transpose(2, 3).reshape(b, T, g, n) for u in (dB, dC))
-        return dx, d_dt.view(b, T, h), dA, dB, dC, None
-
-# Mamba2's conv (causal_conv_silu): the causal depthwise convolution and its silu,
-# out_t = silu(bias + sum_k w_k x_{t-K+1+k}), written as K shifted multiply-adds in the (B, T, C)
-# layout: the same numbers as nn.Conv1d(groups=C, padding=K-1) cut to T, without its two
-# transposes, and on a CPU its backward is several times cheaper than the convolution's (bench.py
-# --only=mamba). The backward keeps only x (a view of in_proj's output, which autograd keeps
-# anyway) and recomputes the rest.
-
-def _conv_pre(x, w, bias):                     # x: (B, T, C), w: (C, K) -> (B, T, C) before the silu
-    T, K = x.shape[1], w.shape[-1]
-    # in-place adds on slices of x: a padded copy of x here made the compiled forward 2x slower
-    out = torch.addcmul(bias, x, w[:, K - 1])                          # tap K-1 reads the current token
-    for s in range(1, min(K, T)):                                      # tap K-1-s reads the token s steps back
-        out[:, s:].addcmul_(x[:, :T - s], w[:, K - 1 - s])
-    return out
-
-@compiled
-def _conv_silu_forward(x, w, bias):
-    return F.silu(_conv_pre(x.float(), w, bias)).to(x.dtype)         # fp32 inside (autocast's conv runs in bf16)
-
-# Two kernels for the backward, not one: fused into one, the compiler recomputes the silu's input
-# inside each of the K weight-gradient sums (2x slower on a CPU).
-@compiled
-def _conv_silu_grad(dout, x, w, bias):        # -> d pre
-    pre = _conv_pre(x.float(), w, bias)
-    s = torch.sigmoid(pre)
-    return dout.float() * s * (1 + pre * (1 - s))                             # silu'(u) = s (1 + u (1 - s))
-
-@compiled
-def _conv_grads(dpre, x, w):                  # -> dx, dw, d bias; dpre and w in fp32
-    T, K = x.shape[1], w.shape[-1]
-    dx = dpre * w[:, K - 1]
-    for s in range(1, min(K, T)):                                     # x_t reaches out_{t+s} through tap K-1-s
-        dx[:, :T - s].addcmul_(dpre[:, s:], w[:, K - 1 - s])
-    xp = F.pad(x.float(), (0, 0, K - 1, 0))                           # (B, T+K-1, C): here the padded copy is faster
-    dw = torch.stack([(dpre * xp[:, k:k + T]).sum((0, 1)) for k in range(K)], dim=-1)   # (C, K)
-    return dx.to(x.dtype), dw, dpre.sum((0, 1))
-
-class _CausalConvSilu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, bias):
-        ctx.save_for_backward(x, w, bias)
-        return _conv_silu_forward(x, w, bias)
-
-    @staticmethod
-    def backward(ctx, dout):
-        x, w, bias = ctx.saved_tensors
-        return _conv_grads(_conv_silu_grad(dout, x, w, bias), x, w)
-
-# Mamba2's gated norm (GatedRMSNorm) as one compiled kernel
-@compiled
-def _skip_gate_norm(y, x, D, z, weight, eps: float):
-    y = (y + x * D[:, None]).flatten(2)                                       # (B, T, h p)
-    return F.rms_norm(y * F.silu(z), (y.shape[-1],), weight, eps)             # one kernel, and one for backward

@@ -113,7 +113,8 @@ seed = 1337                # seeds initial weights, batch order and dropout mask
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of  # noqa: E402  (after the defaults, as in nanoGPT)
 from checks import MODEL_KEYS, check_config  # noqa: E402
-from model import GPT, CompiledOrEager  # noqa: E402
+from kernels import CompiledOrEager  # noqa: E402
+from model import GPT  # noqa: E402
 import sample_data  # noqa: E402
 from schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
 import eval_lengths  # noqa: E402

@@ -21,7 +21,7 @@ import torch
 import eval_lengths
 import rundir
 import sample_data
-from model import dropout_mismatch
+from mismatch import dropout_mismatch
 from study.runs import Run, accuracies_wrong, differing, log_wrong, tag
 
 
@@ -118,7 +118,7 @@ MISMATCH = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pr
             'token_floor')
 MISMATCH_ROWS = 16   # validation rows per run for the mismatch; in its cache key (it fixes the rows for a corpus)
 MISMATCH_MASKS = 32  # training-mode passes per run; their noise floor is measured and subtracted
-                     # (model.dropout_mismatch)
+                     # (mismatch.dropout_mismatch)
 
 
 def mismatch_key(run):
@@ -127,7 +127,7 @@ def mismatch_key(run):
 
 
 def measure_mismatch(runs, compute=True):
-    """Train-vs-eval mismatch of every finished run at its own dropout site: model.dropout_mismatch
+    """Train-vs-eval mismatch of every finished run at its own dropout site: mismatch.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
     noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
     (ablate_mismatch.json; compute=False only reads it). `python mismatch.py RUN_DIR` prints the

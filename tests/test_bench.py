@@ -33,7 +33,7 @@ def test_gpu_sections_build_valid_configs_from_the_config_files():
 def test_gpu_group_reports_every_variant_against_the_base(capsys, monkeypatch):
     """The GPU sections' measuring code, run eagerly on the CPU with tiny models: one line per
     variant with its ms per step, ratio to the base (1.00x for the base itself), tokens/s and MFU."""
-    monkeypatch.setattr(bench.M, 'USE_COMPILE', False)        # model.py's own kernels: no compile time here
+    monkeypatch.setattr(bench.kernels, 'USE_COMPILE', False)  # kernels.py's kernels: no compile time here
     tiny = dict(vocab_size=64, n_layer=1, n_head=2, n_embd=32, d_state=8, headdim=16, chunk_size=8, dropout=0.1)
     variants = {'attention': (tiny | dict(dropout_site='vpad'), 2, 16, False),
                 'mamba2': (tiny | dict(block_pattern='M'), 2, 16, False)}

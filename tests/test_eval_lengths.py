@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import eval_lengths as E
+import kernels
 import model as M
 import sample_data
 from model import GPT, GPTConfig
@@ -200,7 +201,7 @@ def test_two_runs_side_by_side_record_what_evaluate_scores(tok, tmp_path, capsys
     model on its own, the table marks the task the run never trained on, and the plot is written. The
     Mamba2 kernels run op by op (compiling them for each length took 8 s; tests/test_model.py checks
     them equal)."""
-    monkeypatch.setattr(M, 'USE_COMPILE', False)
+    monkeypatch.setattr(kernels, 'USE_COMPILE', False)
     a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
     save_tiny_run(a, tok, config={'tasks': 'niah_single'})
     save_tiny_run(b, tok, window=0, block_pattern='AM', d_state=8, headdim=16, chunk_size=16)
