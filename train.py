@@ -36,38 +36,32 @@ import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 # -----------------------------------------------------------------------------
-# default config values: the main run (config/vpad.py states it with its reasons); a config file and --key=value
-# override them (see configurator.py). A 2-layer VPAD transformer learns mqar at 64 tokens and is
-# evaluated at 1x..64x that length; a few minutes on a 2-core CPU, data generation included.
+# default config values: the main run, whose reasons config/vpad.py gives. A config file and
+# --key=value override them (configurator.py); `python train.py --help` lists them.
 # I/O
 out_dir = 'out/vpad'       # the run dir: ckpt.pt, log.jsonl, tokenizer.json
 eval_interval = 250        # steps between checkpoint + val loss + quick length eval
 log_interval = 50          # steps between progress lines
 eval_iters = 20            # val loss over a fixed set of eval_iters * batch_size val rows
-init_from = 'scratch'      # 'scratch', 'resume' (out_dir/ckpt.pt), or another run's dir / ckpt.pt (weights only)
-# data (generated into data_dir on first use with these settings)
+init_from = 'scratch'      # 'scratch', 'resume' (out_dir/ckpt.pt), or a run dir / ckpt.pt (weights)
+# data
 data_dir = 'data/mqar_64'  # the corpus; generated here on first use
-tasks = 'mqar'             # task[:weight],... (sample_data.TASKS); mqar: 4 key-value pairs, 2 keys asked
+tasks = 'mqar'             # task[:weight],... (sample_data.TASKS)
 num_tokens = 6_000_000     # training tokens to generate when data_dir is empty
 data_seed = 1337           # seeds the corpus; `seed` never changes it
-loss_on = 'answers'        # 'answers': loss only on answer tokens (as Zoology's MQAR); 'all': LM loss
-min_doc_len = 40           # shortest training document in tokens (0 = each task's own minimum); 40 of 64
-                           # leaves >= 23 noise tokens before the first query, beyond the convolutions'
-                           # 2 x 3 tokens, so every training answer needs global attention (the share is printed)
+loss_on = 'answers'        # 'answers': loss only on answer tokens; 'all': LM loss
+min_doc_len = 40           # shortest training document in tokens (0 = each task's own minimum)
 block_size = 64            # the training length: the longest training document
 batch_size = 32            # rows per micro-batch
 gradient_accumulation_steps = 1  # micro-batches per optimizer step, over all processes together
-# model: global attention without position encoding (NoPE) in every layer, so no layer meets a position or
-# distance at 64x that it never met in training
+# model
 n_layer = 2                # layers
 n_head = 1                 # attention heads
 n_embd = 64                # width
 window = 0                 # sliding-window size of RoPE attention layers (0 = full causal)
 nope_every = 1             # every k-th attention layer is global without RoPE (0 = never)
-nope_first = False         # True: the NoPE layer comes first in each group of nope_every (N W N W, not W N W N)
-short_conv = 3             # attention layers mix in the previous short_conv positions first (0 = off): one layer
-                           # can then match the asked key against "the token before"; without it this model
-                           # stayed at 0.23 (any of the values) for 2000 steps
+nope_first = False         # True: the NoPE layer comes first in each group (N W, not W N)
+short_conv = 3             # attention layers mix in the previous short_conv positions (0 = off)
 block_pattern = 'A'        # cycled over layers: 'A' attention + MLP, 'M' Mamba2 ('AM' = hybrid)
 rope_theta = 10000.0       # RoPE base
 d_state = 64               # Mamba2 state size
@@ -77,36 +71,30 @@ d_conv = 4                 # Mamba2 causal conv width
 chunk_size = 64            # Mamba2 SSD chunk length
 dropout = 0.1              # the drop probability p
 dropout_site = 'vpad'      # 'none', 'pre_norm', 'pre_linear' or 'vpad'
-# AdamW
+# AdamW and the schedule (schedule.py)
 learning_rate = 3e-3       # peak learning rate
-max_iters = 4000           # optimizer steps; with steps_after_fit the cap on the search for the fit: a run not
-                           # fit by then never fit
-fit_accuracy = 0.95        # the run has fit at the first quick eval with 1x accuracy >= this on every eval task
-steps_after_fit = 1000     # stop this many steps after the fit, so runs compare after equal training past
-                           # it (0 = always run max_iters); a run that never fits stops at max_iters
-cooldown_iters = 0         # with steps_after_fit: the learning rate decays over the last cooldown_iters steps
-                           # before the stop (0 = all steps_after_fit of them, from the fit on)
-snapshots_after_fit = ''   # e.g. '1000,4000,10000': a trunk, held at the peak rate to its stop, that keeps its
-                           # state at these steps past the fit, each the start of a cooldown branch in
-                           # out_dir/cooldown<k> (resume it there: it decays over cooldown_iters steps)
-weight_decay = 0.0         # 0 = off (the paper: weight decay speeds up the loss of length generalization)
+max_iters = 4000           # optimizer steps; with steps_after_fit, the cap on steps to the fit
+fit_accuracy = 0.95        # the run fits at the first quick eval with 1x accuracy >= this
+steps_after_fit = 1000     # stop this many steps after the fit (0 = always run max_iters)
+cooldown_iters = 0         # with steps_after_fit: steps of decay before the stop (0 = from the fit)
+snapshots_after_fit = ''   # e.g. '1000,4000': a trunk's snapshots, branches in out_dir/cooldown<k>
+weight_decay = 0.0         # AdamW weight decay (0 = off)
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
-decay_lr = True            # after the warmup, cosine down to min_lr (with steps_after_fit: constant until the
-                           # decay over the last cooldown_iters steps before the stop); False: constant
+decay_lr = True            # cosine down to min_lr (schedule.py says when); False: constant
 warmup_iters = 100         # steps of linear warmup
 lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
-min_lr = 1e-4              # the learning rate at the end of the cosine
+min_lr = 1e-4              # the learning rate at the end of the decay
 # length eval during training
-eval_tasks = ''            # tasks of the quick length eval, comma-separated ('' = the trained tasks)
+eval_tasks = ''            # tasks of the quick length eval ('' = the trained tasks)
 eval_multiples = '1,4,16'  # the quick eval at each eval_interval, in multiples of block_size
 final_multiples = '1,2,4,8,16,32,64'   # the eval at the last step
 eval_samples = 32          # held-out examples per task and length
 eval_batch_size = 8        # examples per forward pass in the length eval
 # system
 device = 'auto'            # 'auto', 'cpu', 'cuda', 'cuda:0', ...
-dtype = 'auto'             # 'auto' (bfloat16 on CUDA when supported, else float32), 'float32', 'bfloat16'
+dtype = 'auto'             # 'auto' (bfloat16 on CUDA where supported), 'float32', 'bfloat16'
 compile = False            # torch.compile the model (worth it on GPU)
 peak_flops = 0.0           # the device's peak FLOP/s per process, for MFU in the log (0 = no MFU)
 seed = 1337                # seeds initial weights, batch order and dropout masks
