@@ -219,7 +219,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = rundir.load_start(path, own=True)
+    back = train.load_start(path, resume=True)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
     # the next owner of the dir finds the dead writer's temp file, and removes it
     assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
