@@ -211,8 +211,7 @@ def rows_to_batch(split, rows, T, loss_on, device):
 def load_start(path, resume):
     """The checkpoint a run starts from, its own (resume) or another run's; one line if unusable."""
     if not os.path.isfile(path):
-        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
-                         f"start the run with init_from='scratch'")
+        raise SystemExit(f"no checkpoint at {path} to resume: start the run with init_from=scratch")
     fix = (f"set it aside (mv {path} {path}.bad) and start again with --init_from=scratch" if resume
            else "retrain that run")
     return rundir.load_checkpoint(path, f"restore a copy, or {fix}")
