@@ -241,15 +241,6 @@ def load_checkpoint(path, fix, keys=CHECKPOINT_KEYS):
     return ckpt
 
 
-def load_start(path, own):
-    """own: the run's own checkpoint (init_from='resume'), else another run's that it starts from."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"init_from='resume' but there is no checkpoint at {path}; "
-                         f"start the run with init_from='scratch'")
-    return load_checkpoint(path, f"restore a copy, or set it aside (mv {path} {path}.bad) and start again with "
-                                        f"--init_from=scratch" if own else "restore a copy, or retrain that run")
-
-
 # errno -> (what went wrong, what to do about it)
 DISK = {errno.ENOSPC: ('no space left on the device', 'free some space'),
         errno.EDQUOT: ('disk quota exceeded', 'free some space'),

@@ -51,7 +51,7 @@ from tqdm import tqdm
 from configurator import configure, settings_of
 import rundir
 
-VERSION = 2         # 2: needle values have 8 digits, not 7
+VERSION = 3         # the corpus format (meta.json, the token files); a corpus of another is refused
 META = 'meta.json'  # in a corpus: its settings and checksums, written last (its tokenizer: rundir.TOKENIZER)
 
 # -----------------------------------------------------------------------------
@@ -189,6 +189,7 @@ def _lengthgen_ranks():
 
 class Tokenizer:
     """A tiktoken BPE with ids 0..vocab_size-1, saved with the data and every run."""
+    VERSION = 2    # tokenizer.json's layout, counted apart from the corpus format
 
     def __init__(self, name, ranks, pat_str=PAT_STR):
         self.name = name
@@ -203,8 +204,9 @@ class Tokenizer:
 
     def save(self, path):
         ranks = sorted(self.enc._mergeable_ranks, key=self.enc._mergeable_ranks.get)
-        obj = dict(format='lengthgen-tokenizer', version=VERSION, name=self.name, vocab_size=self.vocab_size,
-                   pat_str=self.enc._pat_str, ranks=[base64.b64encode(b).decode() for b in ranks])
+        obj = dict(format='lengthgen-tokenizer', version=self.VERSION, name=self.name,
+                   vocab_size=self.vocab_size, pat_str=self.enc._pat_str,
+                   ranks=[base64.b64encode(b).decode() for b in ranks])
         rundir.write_atomic(path, json.dumps(obj).encode())
 
     @classmethod
@@ -684,8 +686,8 @@ def load_meta(data_dir):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise DataError(f"{path} is corrupt ({type(e).__name__}: {e}); regenerate with: {hint}") from None
     if meta.get('version') != VERSION:
-        raise DataError(f"{path} has version {meta.get('version')}, this code writes {VERSION}; "
-                        f"regenerate with: {hint}")
+        raise DataError(f"{data_dir} holds a corpus of format {meta.get('version')}, this code reads {VERSION}: "
+                        f"delete {data_dir} and rerun (train.py generates it again), or point data_dir elsewhere")
     for name, size in {**sizes, rundir.TOKENIZER: None}.items():
         p = os.path.join(data_dir, name)
         if not os.path.isfile(p):
@@ -698,29 +700,23 @@ def load_meta(data_dir):
 
 def check_checksums(data_dir, meta):
     """Each CHECKSUMMED file against its sha256 in meta.json: a flipped bit in a token or mask file
-    would otherwise train without a word. A corpus written before a file had its checksum is refused too."""
-    sums = meta.get('sha256', {})
+    would otherwise train without a word."""
+    sums = meta.get('sha256')
     if not isinstance(sums, dict):
         raise DataError(f"{data_dir}/{META}'s sha256 is a {type(sums).__name__}, not a table of checksums (corrupt?): "
                         f"delete {data_dir} and rerun (train.py generates it again), or regenerate with: "
                         f"{regenerate(data_dir, meta)}")
     for name in CHECKSUMMED:
-        path, want = os.path.join(data_dir, name), sums.get(name)
-        if want is None:
-            raise DataError(f"{data_dir} was written before {name} had a checksum in {META}: delete {data_dir} "
-                            f"and rerun (train.py generates it again), or regenerate with: "
-                            f"{regenerate(data_dir, meta)}")
-        if file_sha256(path) != want:
+        path = os.path.join(data_dir, name)
+        if file_sha256(path) != sums.get(name):
             raise DataError(f"{path} does not match the checksum in {META} (corrupt?): delete {data_dir} and rerun "
                             f"(train.py generates it again), or regenerate with: {regenerate(data_dir, meta)}")
 
 
 def beyond_reach(meta, reach):
     """The share of training answer tokens whose value sits more than `reach` tokens before the
-    position that predicts it (None for a corpus written without the distance histogram)."""
-    counts = meta.get('answer_distances')
-    if not counts or not sum(counts):
-        return None
+    position that predicts it."""
+    counts = meta['answer_distances']
     return sum(counts[reach + 1:]) / sum(counts)
 
 def rows_with_several_documents(data_dir, block_size):

@@ -1,8 +1,7 @@
 # Long training on Mamba2 (claim 5: the paper says dropout extends Mamba2's range by at least 4x; here,
 # 1000 steps past the fit, VPAD shortened it: results/study_sites_mamba2). study_long's design on the
-# studies' Mamba2 recipe: the sensitive recipe's settings with its two attention layers replaced by two
-# Mamba2 layers (block_pattern 'M', d_state 64, SSD chunks of 64; not config/mamba2.py, which has 4
-# layers and d_state 32). Each run is one trunk at a constant learning rate after warmup to 10,000
+# studies' Mamba2 recipe (config/mamba2_sensitive.py: the sensitive recipe with two Mamba2 layers in
+# place of its attention). Each run is one trunk at a constant learning rate after warmup to 10,000
 # steps past its fit, with cooled snapshots at +1000 and +10,000 (1000 steps of decay to min_lr each,
 # then the final eval). No dropout, Pre-Linear dropout and VPAD, paired by seed; seeds run one at a
 # time across the arms, so a grid cut short still pairs them (8 seeds at least, 12 if time allows).
@@ -11,10 +10,8 @@
 #   python ablate.py config/study_long_mamba2.py --workers=2   # a trunk took 15-23 min on one thread, its
 #                                        # branches 3 more (~1.8x the transformer's step at this width, 64, and
 #                                        # 1 thread; bench.py's wider models: 0.85-0.90x)
-base_config = 'config/sensitive.py'
+base_config = 'config/mamba2_sensitive.py'
 common = {
-    'block_pattern': 'M',
-    'max_iters': 6000,                     # the cap on the search for the fit (study_sites_mamba2: fit at 1250-5500 steps)
     'steps_after_fit': 10000,              # the trunk: fit + 10,000 steps at the peak rate
     'snapshots_after_fit': '1000,10000',
     'cooldown_iters': 1000,                # each branch: 1000 steps of cosine decay to min_lr

@@ -11,7 +11,7 @@ arms = {
     'theta_1e4': {'rope_theta': 1e4},
     'theta_1e5': {'rope_theta': 1e5},
     'theta_1e6': {'rope_theta': 1e6},
-    # the studies' Mamba2 recipe: two Mamba2 layers (d_state 64) in place of the attention, not config/mamba2.py
+    # config/mamba2_sensitive.py, the studies' Mamba2 recipe, as overrides (an arm names no file)
     'mamba2': {'block_pattern': 'M', 'max_iters': 6000},
 }
 seeds = '1,2,3,4,5,6'

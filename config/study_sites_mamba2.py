@@ -1,11 +1,9 @@
-# The four dropout sites on Mamba2 (claim 5), 12 seeds each, paired by seed as study_sites_sensitive.
-# The Mamba2 recipe of the studies is the sensitive recipe's settings with its two attention layers
-# replaced by two Mamba2 layers (block_pattern 'M': d_state 64, SSD chunks of 64, width 64; the
-# RoPE settings then touch no layer), not config/mamba2.py (4 layers, d_state 32). Fit-gated as the
-# other studies (the decay after the fit; study_mamba2, archived, ran under the old schedule).
+# The four dropout sites on Mamba2 (claim 5), 12 seeds each, paired by seed as
+# study_sites_sensitive, on the studies' Mamba2 recipe (config/mamba2_sensitive.py). Fit-gated as
+# the other studies (the decay after the fit; study_mamba2, archived, ran under the old schedule).
 #   python ablate.py config/study_sites_mamba2.py --workers=2
-base_config = 'config/sensitive.py'
-common = {'block_pattern': 'M', 'max_iters': 6000}     # Mamba2 fits later (here 1250-5500 steps)
+base_config = 'config/mamba2_sensitive.py'
+common = {}
 arms = {
     'none': {'dropout_site': 'none'},
     'pre_norm': {'dropout_site': 'pre_norm'},

@@ -419,7 +419,6 @@ def test_load_meta_catches_bad_folders(tmp_path):
 
 # -----------------------------------------------------------------------------
 # the corpus bytes are pinned: a change to them must be deliberate and bump sample_data.VERSION
-# (these are VERSION 2's: 8-digit needle values)
 
 CORPUS_SHA256 = {
     (128, "niah_single,niah_multikey"): {
@@ -439,8 +438,8 @@ CORPUS_SHA256 = {
 
 @pytest.mark.parametrize("block_size, tasks", list(CORPUS_SHA256))
 def test_corpus_bytes_unchanged(tmp_path, block_size, tasks):
-    """The default data seed (1337), 20000 tokens: the sha256 of VERSION 2's corpus."""
-    assert sd.VERSION == 2, "the corpus format changed: pin the new version's digests here"
+    """The default data seed (1337), 20000 tokens: the sha256 of VERSION 3's corpus."""
+    assert sd.VERSION == 3, "the corpus format changed: pin the new version's digests here"
     sd.prepare(str(tmp_path), block_size, 20000, tasks=tasks, progress=False)
     for name, digest in CORPUS_SHA256[(block_size, tasks)].items():
         assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == digest, name

@@ -219,7 +219,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = rundir.load_start(path, own=True)
+    back = train.load_start(path, resume=True)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
     # the next owner of the dir finds the dead writer's temp file, and removes it
     assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
@@ -630,7 +630,7 @@ def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
     assert not same.exists()
     assert not out_dir.exists()
     # random bytes where the tokens were, one bit flipped in a mask: the checksums in meta.json say so;
-    # a corpus written before the masks had checksums is refused with how to regenerate it
+    # a corpus of another format version is refused with what to do
     bad = tmp_path / 'bad'
     bad.mkdir()
     for f in os.listdir(data_dir):
@@ -641,18 +641,18 @@ def test_limits_are_checked_before_anything_is_written(data_dir, tmp_path):
     mask = bytearray((bad / 'train_mask.bin').read_bytes())
     mask[len(mask) // 2] ^= 1
     (bad / 'train_mask.bin').write_bytes(bytes(mask))
-    refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'train_mask.bin', 'checksum')
-    meta = json.loads((bad / 'meta.json').read_text())
-    del meta['sha256']['train_mask.bin']
-    (bad / 'meta.json').write_text(json.dumps(meta))
-    old = refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'written before train_mask.bin had a checksum')
+    flipped = refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], 'train_mask.bin', 'checksum')
     assert not out_dir.exists()
     # each advice works: the sample_data.py command writes the same corpus again ...
-    command = old.split('regenerate with: ')[1].replace('python', sys.executable, 1)
+    command = flipped.split('regenerate with: ')[1].replace('python', sys.executable, 1)
     subprocess.run(command, shell=True, cwd=ROOT, check=True, capture_output=True, timeout=300)
     assert (bad / 'train_mask.bin').read_bytes() == open(os.path.join(data_dir, 'train_mask.bin'), 'rb').read()
+    meta = json.loads((bad / 'meta.json').read_text())
+    (bad / 'meta.json').write_text(json.dumps(meta | {'version': sample_data.VERSION - 1}))
+    old = refused([*base, f'--data_dir={bad}', f'--out_dir={out_dir}'], f'corpus of format {sample_data.VERSION - 1}',
+                  'point data_dir elsewhere')
     # ... and so does deleting the corpus and rerunning (the run generates it again, as the fixture made it)
-    assert f'delete {bad} and rerun (train.py generates it again)' in msg
+    assert f'delete {bad} and rerun (train.py generates it again)' in msg and f'delete {bad} and rerun' in old
     for f in os.listdir(bad):
         os.remove(bad / f)
     os.rmdir(bad)
