@@ -518,7 +518,7 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     assert "is not a checkpoint train.py wrote (no 'model', 'optimizer', 'model_args', ...)" in e.value.code
     assert 'mv ' in e.value.code and len(e.value.code.splitlines()) == 1
     with pytest.raises(SystemExit) as e:
-        rundir.load_start(str(tmp_path / 'ckpt.pt'), own=True)
+        train.load_start(str(tmp_path / 'ckpt.pt'), resume=True)
     assert 'not a checkpoint train.py wrote' in e.value.code and '--init_from=scratch' in e.value.code
 
 
