@@ -86,7 +86,8 @@ def provenance(device='cpu'):
     model, torch and threads; on another CPU its per-seed values may differ. 'unknown' where not found."""
     import platform
     import torch
-    commit, changed = git('rev-parse', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
+    commit = git('rev-parse', 'HEAD')
+    changed = git('status', '--porcelain', '--untracked-files=no', '--', '*.py', 'requirements.txt')  # code, not docs or results
     cpu = 'unknown'
     with contextlib.suppress(OSError):
         with open('/proc/cpuinfo') as f:
