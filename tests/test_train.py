@@ -687,7 +687,11 @@ def test_init_from_a_run_dir_loads_weights_but_not_optimizer_or_step(data_dir, d
 
 
 def test_seed_varies_training_but_not_the_corpus(data_dir, done_run, tmp_path):
+    """Another seed is another run on the same corpus; the same seed again, on the same machine, code,
+    torch and threads, is the same run bit for bit (what a committed record's provenance lets a user check)."""
     base = ['tests/base_config.py', *TINY, *on(data_dir), *DONE]
+    run(*base, f'--out_dir={tmp_path / "again"}')
+    assert_same_run(done_run, str(tmp_path / 'again'), exact=True)
     run(*base, f'--out_dir={tmp_path / "s2"}', '--seed=2')                      # the same data_dir is fine
     assert log(done_run)[-1]['train_loss'] != log(str(tmp_path / 's2'))[-1]['train_loss']
     one_line_error(run(*base, f'--out_dir={tmp_path / "s3"}', '--data_seed=7', check=False), 'data_seed=1337')
