@@ -631,6 +631,11 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
     assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; ' \
            'wd 1 of 2 (Fisher' in md
     assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
+    # a deterioration study's verdict is its rule: the area comes second there, and first where there is no rule
+    text = tables.what_tests_support(res)
+    assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
+    del res['rule']['deteriorates']
+    assert 'Primary, the area paired by seed (from the paired difference' in tables.what_tests_support(res)
 
 
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
@@ -846,17 +851,6 @@ def test_the_mismatch_correlation_is_also_given_within_each_arm():
     text = '\n'.join(tables.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
     assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
 
-
-def test_a_deterioration_study_does_not_call_the_area_its_primary_outcome():
-    """Its config's verdict is the deterioration rule; the area is secondary there and primary elsewhere
-    (study_wd_sensitive, archived: the rule counted jitter, and study_long superseded it)."""
-    with open(os.path.join(ROOT, 'results', 'archive', 'study_wd_sensitive', 'results.json')) as f:
-        res = json.load(f)
-    text = tables.what_tests_support(res)
-    assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
-    del res['rule']['deteriorates']
-    assert 'Primary, the area paired by seed (labels from the interval, delta 0.05): none_wd against none, lower: ' \
-           '-0.102 [-0.143, -0.061] (12 seeds, p 9.8e-04, Holm 0.003)' in tables.what_tests_support(res)
 
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.
 
@@ -1098,23 +1092,6 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
     # end to end: the message alone on stderr, no traceback (submitit's copy of sbatch's stderr swallowed)
     out = ablate(*args, check=False)
     assert out.returncode != 0 and out.stderr.strip() == msg, out.stderr
-
-
-def test_study_wd_deterioration_rule_counts_two_consecutive_drops_after_the_fit(tmp_path):
-    """results/archive/study_wd/deterioration.py: a run deteriorates when its 16x quick eval sits >= 0.2
-    below its running maximum since the fit for two evals in a row; one dip, or a dip before the
-    fit, does not count; unfinished runs are left out."""
-    def rec(it, acc16, fit=0, **extra):
-        return {'iter': it, 'length_eval': {'mqar': {'1x': 1.0, '16x': acc16}}, 'fit_iter': fit, **extra}
-    final = rec(99, 0.0, final=True)
-    write_log(str(tmp_path / 'none_wd' / 'seed1'), [rec(0, 1.0), rec(1, 0.75), rec(2, 0.8), final])      # two in a row
-    write_log(str(tmp_path / 'none_wd' / 'seed2'), [rec(0, 1.0), rec(1, 0.7), rec(2, 1.0), rec(3, 0.7), final])
-    write_log(str(tmp_path / 'none' / 'seed1'), [rec(0, 0.1, fit=None), rec(1, 1.0), rec(2, 0.7), final])
-    write_log(str(tmp_path / 'none' / 'seed2'), [rec(0, 1.0), rec(1, 0.1), rec(2, 0.1)])                 # not finished
-    out = subprocess.run([sys.executable, 'results/archive/study_wd/deterioration.py', str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == 'deteriorate: none_wd 1 of 2, none 0 of 1; Fisher p = 1.000'
 
 
 def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, capsys):
