@@ -33,10 +33,12 @@ mismatch at the arm's dropout site; its outcomes under the pre-registered rule b
 tests against the control arm), results.md, accuracy_vs_length.png, area_by_arm.png and
 accuracy_vs_step.png (the quick length eval in each run's log.jsonl, mean over seeds: does
 extrapolation rise, then fall, during training?). The PNGs need matplotlib.
-Each run is evaluated as it finishes. A study's own grid (its config with no override) also keeps
-a record of each finished run in results_dir/runs/ (its settings, log, eval and mismatch; a trunk
-and its branches once all are done): committed with the summary, it lets a fresh clone or another
-machine count those runs as done and train only the rest.
+Each run is evaluated as it finishes, in a worker slot. A study's own grid (its config with no
+override) also keeps a record of each finished run in results_dir/runs/ (its settings, log, evals,
+mismatch and provenance): committed with the summary, it lets a fresh clone or another machine count
+those runs as done and train only the rest. A cooldown branch whose snapshot is missing (a clone that
+recalled its trunk, a deleted folder) rebuilds it: its trunk trained again to fit + k, which on one
+machine gives the same snapshot bit for bit.
 
 Outcomes, under a rule set in the study config before the runs (control, fit_accuracy,
 range_threshold, extrap_*): a run fits at its first quick eval with every task's 1x accuracy >=
@@ -135,8 +137,8 @@ from study.evals import (RECORDS, eval_command, evaluate, evaluated as is_evalua
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
-from study.runs import (SCHEDULING, Run, command, differing, last_progress, open_train_log, ready, state,  # noqa: E402
-                        stop_trainers, tag, to_train, trainer_env)
+from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progress, open_train_log, ready,  # noqa: E402
+                        state, stop_trainers, tag, to_train, trainer_env)
 
 
 def parse_variants(text):
@@ -419,6 +421,7 @@ def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluate
     disk error; finished([run]): called as each run's eval ends (or, with no eval_command, here on the
     freed worker's threads as each run finishes: its eval). -> the runs that failed."""
     pending = to_train(runs)
+    trunks = {r.dir: r for r in runs if r.point == 'trunk'}
     to_eval = [r for r in unevaluated if eval_command and r.selected and r.state == 'done' and not r.recorded]
     # the cores split over the workers, unless OMP_NUM_THREADS says how many (on cores other jobs share)
     threads = int(os.environ.get('OMP_NUM_THREADS') or 0) or max(1, (os.cpu_count() or 1) // workers)
@@ -430,24 +433,24 @@ def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluate
           f"({threads} thread(s) each)")
     try:
         while pending or running or to_eval:
-            while len(running) < workers and (to_eval or any(map(ready, pending))):
+            while len(running) < workers and (to_eval or any(ready(r, trunks) for r in pending)):
                 if to_eval:                     # evals first: a finished run's record is written sooner
                     run = to_eval.pop(0)
                     if start_eval(run, eval_command(run), env, then):
                         running.append(run)
                         evaluating.add(run.dir)
                     continue
-                run = next(filter(ready, pending))
+                run = next(r for r in pending if ready(r, trunks))
                 pending.remove(run)
-                if start(run, env, then):
+                if start(run, env, then, fit_of(trunks.get(run.trunk))):
                     running.append(run)
                 elif run.state == 'done':
                     n_done += 1
                     to_eval += [run] if eval_command else []
-            if pending and not running and not to_eval and not any(map(ready, pending)):
-                for run in pending:      # their trunks stopped before the snapshot: never fit, failed, or held
-                    print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not written the snapshot at fit + "
-                          f"{run.point} (it never fit, failed, or another process holds it); rerun this command")
+            if pending and not running and not to_eval and not any(ready(r, trunks) for r in pending):
+                for run in pending:      # their trunks did not finish here: they failed, or another process holds them
+                    print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not finished (it failed, or another "
+                          f"process holds it); rerun this command")
                 break
             time.sleep(0.5)
             now = time.time()
@@ -530,7 +533,7 @@ def start_eval(run, cmd, env, then):
     return True
 
 
-def start(run, env, then):
+def start(run, env, then, trunk_fit=None):
     """Start a run's trainer unless another process holds its dir, or finished it since the grid
     was planned. -> whether it started."""
     lock = lock_run(run, then, 'skipped')
@@ -541,7 +544,7 @@ def start(run, env, then):
         lock.release()
         print(f"{tag(run)} finished meanwhile by another process")
         return False
-    cmd = command(run, run.state == 'partial')
+    cmd = command(run, run.state == 'partial', trunk_fit)
     handed, fds = lock.child()
     with rundir.writing(os.path.join(run.dir, rundir.TRAIN_LOG), 'the train log', then):
         log = open_train_log(run.dir, cmd)
@@ -709,7 +712,7 @@ def main(argv):
               f"order, anywhere that sees {cfg['grid_dir']}) but a cooldown branch, which starts from the snapshot "
               f"its trunk writes; then rerun this command without --dry_run to summarize")
         for run in pending:     # a cooldown branch resumes the snapshot its trunk writes: after the trunk
-            print(shlex.join(['python', *command(run, run.state == 'partial')[1:]]))
+            print(shlex.join(['python', *command(run, run.state == 'partial' or run.trunk is not None)[1:]]))
     elif cfg['launcher'] == 'local':
         evaluated(runs, compute=False)       # what finished before and is evaluated; the rest is evaluated first
         failed = train_grid(runs, cfg['workers'], rerun, evaluated if compute else None,

@@ -54,6 +54,7 @@ CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, 
 LOG = 'log.jsonl'                 # one record per eval: losses, the length eval, the fit
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
 EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
+REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
 TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'

@@ -187,15 +187,6 @@ def record_path(records, grid_dir, run):
     return os.path.join(records, os.path.relpath(run.dir, grid_dir) + '.json')
 
 
-def groups(runs):
-    """The grid's runs as they are recorded and recalled: a trunk with its cooldown branches (a branch
-    not yet trained needs its trunk's snapshot, which only a trunk trained here writes), a run alone."""
-    out = {}
-    for run in runs:
-        out.setdefault(run.trunk or run.dir, []).append(run)
-    return list(out.values())
-
-
 def never_fit(log):
     """A finished trunk that never fit wrote no snapshot: its branches can never train."""
     return log[-1].get('fit_iter') is None
@@ -215,40 +206,39 @@ def provenance_of(run):
 
 
 def save_records(runs, records, grid_dir, variants=()):
-    """The record of every run of each group whose runs are all done and evaluated (a study's own,
-    not a reused one; a trunk that never fit alone): its settings, its log's records, its final eval
-    (plain, and under each variant) and mismatch with their keys, and its provenance."""
-    for group in groups(runs):
-        if group[0].state == 'done' and group[0].point == 'trunk' and never_fit(group[0].records):
-            group = group[:1]
-        if any(r.reused or r.state != 'done' or not evaluated(r, variants) for r in group):
-            continue
-        for run in [r for r in group if not r.recorded]:      # (a recalled run's record is where it came from)
-            path = record_path(records, grid_dir, run)
-            names = [rundir.EVAL_CACHE, rundir.MISMATCH_CACHE, *map(rundir.eval_cache, variants_of(run, variants))]
-            keys = {name: rundir.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
-                    for name in names}
-            data = json.dumps({'settings': run.cfg, 'log': run.records,
-                               'eval': {'key': keys[rundir.EVAL_CACHE], 'record': run.eval},
-                               'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch},
-                               **({'variants': {v: {'key': keys[rundir.eval_cache(v)], 'record': run.evals[v]}
-                                                for v in variants_of(run, variants)}} if variants_of(run, variants)
-                                  else {}),
-                               'provenance': provenance_of(run)}).encode()
-            if os.path.exists(path):
-                with open(path, 'rb') as f:
-                    if f.read() == data:
-                        continue
-            with rundir.writing(path, 'the record of a finished run', 'rerun this command'):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                rundir.write_atomic(path, data)
+    """The record of every run done and evaluated (a study's own, not a reused one), as it finishes: its
+    settings, its log's records, its final eval (plain, and under each variant) and mismatch with their
+    keys, and its provenance. A cooldown branch is recorded apart from its trunk: a clone missing a
+    branch's snapshot rebuilds it (study.runs.rebuild_and_train)."""
+    for run in runs:
+        if run.reused or run.recorded or run.state != 'done' or not evaluated(run, variants):
+            continue                                      # (a recalled run's record is where it came from)
+        path = record_path(records, grid_dir, run)
+        names = [rundir.EVAL_CACHE, rundir.MISMATCH_CACHE, *map(rundir.eval_cache, variants_of(run, variants))]
+        keys = {name: rundir.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
+                for name in names}
+        data = json.dumps({'settings': run.cfg, 'log': run.records,
+                           'eval': {'key': keys[rundir.EVAL_CACHE], 'record': run.eval},
+                           'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch},
+                           **({'variants': {v: {'key': keys[rundir.eval_cache(v)], 'record': run.evals[v]}
+                                            for v in variants_of(run, variants)}} if variants_of(run, variants)
+                              else {}),
+                           'provenance': provenance_of(run)}).encode()
+        if os.path.exists(path):
+            with open(path, 'rb') as f:
+                if f.read() == data:
+                    continue
+        with rundir.writing(path, 'the record of a finished run', 'rerun this command'):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            rundir.write_atomic(path, data)
 
 
 def recall(runs, records, grid_dir, mults, n, variants=()):
-    """Runs whose run dirs are absent (a fresh clone) but whose records are not: done, from their
-    records (run.recorded), a whole group or none of it (a run dir that exists, trained or set aside,
-    is the grid's to train). A record of other settings stops the grid; one evaluated another way
-    (other multiples or examples) is left alone: its group trains again and its record is replaced."""
+    """Runs without a checkpoint (a fresh clone, a run dir deleted or its checkpoint set aside) whose
+    records exist: done, from their records (run.recorded), each on its own; a finished run with a
+    record is never trained again nor shown as unfinished. A record of other settings stops the grid;
+    one evaluated another way (other multiples, examples or variants) is left alone: the run trains
+    again and its record is replaced."""
     recalled, fix = 0, "restore it (git checkout it) or delete it: its runs train again"
 
     def read(path):
@@ -268,36 +258,29 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
         if why:
             raise SystemExit(f"{path} is not the record of a finished run ({why}); {fix}")
         return rec
-    for group in groups(runs):
-        paths = [record_path(records, grid_dir, r) for r in group]
-        if any(r.reused or r.state != 'new' or os.path.exists(r.dir) for r in group) or not os.path.isfile(paths[0]):
+    for run in runs:
+        path = record_path(records, grid_dir, run)
+        if run.reused or run.state != 'new' or not os.path.isfile(path):
             continue
-        if group[0].point == 'trunk' and never_fit(read(paths[0])['log']):    # its branches never train
-            group, paths = group[:1], paths[:1]
-        if not all(map(os.path.isfile, paths)):
-            continue
-        saved = [read(p) for p in paths]
-        for run, rec, path in zip(group, saved, paths):
-            differ = differing(rec['settings'], run.cfg)
-            if differ:
-                raise SystemExit(f"{path} records a run with other settings ("
-                                 + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4])
-                                 + f"); {fix}")
+        rec = read(path)
+        differ = differing(rec['settings'], run.cfg)
+        if differ:
+            raise SystemExit(f"{path} records a run with other settings ("
+                             + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4]) + f"); {fix}")
+
         def anywhere(key):
             return key | {'device': None}
-        evaluated_as = [(anywhere(rec['eval']['key']), rec['mismatch']['key'],
-                         {v: anywhere(e['key']) for v, e in rec.get('variants', {}).items()}) for rec in saved]
-        if evaluated_as != [(anywhere(eval_key(r, mults, n, 'cpu')), mismatch_key(r),
-                             {v: anywhere(eval_key(r, mults, n, 'cpu', v)) for v in variants_of(r, variants)})
-                            for r in group]:
-            print(f"{tag(group[0])} its record in {records} was evaluated another way: it trains again")
+        evaluated_as = (anywhere(rec['eval']['key']), rec['mismatch']['key'],
+                        {v: anywhere(e['key']) for v, e in rec.get('variants', {}).items()})
+        if evaluated_as != (anywhere(eval_key(run, mults, n, 'cpu')), mismatch_key(run),
+                            {v: anywhere(eval_key(run, mults, n, 'cpu', v)) for v in variants_of(run, variants)}):
+            print(f"{tag(run)} its record in {records} was evaluated another way: it trains again")
             continue
-        for run, rec in zip(group, saved):
-            run.state, run.recorded, run.records = 'done', True, rec['log']
-            run.eval, run.mismatch = rec['eval']['record'], rec['mismatch']['record']
-            run.evals = {v: e['record'] for v, e in rec.get('variants', {}).items()}
-            run.provenance = rec.get('provenance')
-            recalled += 1
+        run.state, run.recorded, run.records = 'done', True, rec['log']
+        run.eval, run.mismatch = rec['eval']['record'], rec['mismatch']['record']
+        run.evals = {v: e['record'] for v, e in rec.get('variants', {}).items()}
+        run.provenance = rec.get('provenance')
+        recalled += 1
     if recalled:
         print(f"{recalled} finished run(s) recalled from their records in {records}")
 

@@ -17,7 +17,7 @@ import torch
 
 import rundir
 from study.evals import evaluate, evaluated, measure_mismatch
-from study.runs import (command, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
+from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
@@ -322,11 +322,12 @@ def launch(runs, cfg, extra):
     n_done = sum(r.selected and r.state == 'done' for r in runs)
     print(f"grid: {sum(r.selected for r in runs)} runs, {n_done} finished, {len(pending)} to train as "
           f"{cfg['launcher']} jobs (submitit's logs: {os.path.join(cfg['grid_dir'], 'submitit')})")
-    submitted = []
-    while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes
-        todo = [r for r in pending if ready(r) and r not in submitted]
-        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False), command(r, True), r.dir,
-                                                       cfg['slurm_cpus_per_run']), extra)
+    submitted, trunks = [], {r.dir: r for r in runs if r.point == 'trunk'}
+    while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes (or has
+        # finished: a snapshot lost since is rebuilt in the branch's job)
+        todo = [r for r in pending if ready(r, trunks) and r not in submitted]
+        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
+                                                       r.dir, cfg['slurm_cpus_per_run']), extra)
         submitted += todo
         waiting = [r for r in pending if r not in submitted]
         if waiting:
@@ -335,14 +336,17 @@ def launch(runs, cfg, extra):
         if not cfg['wait']:
             return [run for run, _ in live]
         wait_jobs(live, cfg, 'train')
-        if not any(map(ready, waiting)):
+        for run in waiting:                       # a trunk that finished in this wait: its state, for ready()
+            if run.trunk in trunks and trunks[run.trunk].state != 'done':
+                trunks[run.trunk].state = state(trunks[run.trunk])
+        if not any(ready(r, trunks) for r in waiting):
             break
     for run in pending:
         run.state = state(run)
         if run.state != 'done':
             job = recorded_job(run, 'train')
-            print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not written the snapshot at fit + "
-                  f"{run.point} (it never fit, or its job failed); rerun this command"
+            print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not finished (its job failed, or it never "
+                  f"fit); rerun this command"
                   if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended before the run finished; see "
                   f"{run.dir}/{rundir.TRAIN_LOG} and {job.paths.stderr}; rerun this command to resubmit it")
     return []

@@ -4,8 +4,11 @@ how a trainer is started and stopped (ablate.py's local grid and study/launch.py
 A run is a Run made by ablate.plan; the grid, the eval and the summary fill in the rest.
 """
 
+import json
 import os
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -130,14 +133,26 @@ def tag(run):
     return f"[{run.arm} seed {run.seed}{point}]"
 
 
-def command(run, resume):
-    """The run's train.py command; a cooldown branch always resumes (the snapshot its trunk wrote)."""
+def command(run, resume, trunk_fit=None):
+    """The run's train.py command. A cooldown branch resumes the snapshot its trunk wrote; asked for
+    its fresh start (resume=False: no snapshot in its dir), it rebuilds that snapshot first (rebuild;
+    trunk_fit: the step its trunk fit at, as it finished or as its record says)."""
+    if run.trunk is not None and not resume:
+        return rebuild_command(run, trunk_fit)
     return [sys.executable, 'train.py', *run.argv, *(['--init_from=resume'] if resume or run.trunk is not None else [])]
 
 
-def ready(run):
-    """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot."""
-    return run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT))
+def fit_of(trunk):
+    """The step a finished trunk fit at (its log's last record), None if it is not finished or never fit."""
+    return trunk.records[-1].get('fit_iter') if trunk is not None and trunk.state == 'done' and trunk.records else None
+
+
+def ready(run, trunks=None):
+    """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot,
+    or, where that snapshot is missing (deleted, set aside), once its trunk finished with a fit: the branch
+    then rebuilds the snapshot (trunks: {run dir: trunk Run})."""
+    return (run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT))
+            or fit_of((trunks or {}).get(run.trunk)) is not None)
 
 
 def last_progress(run):
@@ -187,3 +202,75 @@ def stop_trainers(procs):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# -----------------------------------------------------------------------------
+# a lost snapshot rebuilt: a run is deterministic on one machine, so the trunk trained again from its
+# start to fit + k, into the branch's folder, writes the same snapshot; the branch then trains from it
+
+def rebuild_command(branch, trunk_fit=None):
+    """python -m study.runs SPEC: the snapshot at fit + k rebuilt if it is missing, then the branch trained."""
+    k = branch.point
+    keep = [a for a in branch.argv if a[2:].split('=', 1)[0] not in ('out_dir', 'steps_after_fit',
+                                                                        'snapshots_after_fit')]
+    trunk_argv = keep + [f"--out_dir={os.path.join(branch.dir, rundir.REBUILD)}", f"--snapshots_after_fit={k}",
+                         f"--steps_after_fit={max(k, branch.cfg['cooldown_iters'])}"]   # a trunk to fit + k
+    spec = {'dir': branch.dir, 'point': k, 'trunk_fit': trunk_fit, 'rebuild': [sys.executable, 'train.py', *trunk_argv],
+            'train': [sys.executable, 'train.py', *branch.argv, '--init_from=resume']}
+    return [sys.executable, '-m', 'study.runs', json.dumps(spec)]
+
+
+def rebuild_snapshot(spec, run):
+    """The snapshot of a branch (spec: rebuild_command's) made again where it is missing, by the trunk's
+    own settings stopped at fit + k, into <branch>/rebuild (resumed where a rebuild was cut short), then
+    moved into the branch's dir. run(cmd) runs a command and returns its exit code. -> 0, or that code."""
+    snapshot = os.path.join(spec['dir'], rundir.CKPT)
+    if os.path.exists(snapshot):
+        return 0
+    out = os.path.join(spec['dir'], rundir.REBUILD)
+    resume = os.path.exists(os.path.join(out, rundir.CKPT))
+    print(f"the snapshot at fit + {spec['point']} is missing: rebuilding it, the trunk trained again from its start "
+          f"into {out}" + (" (resumed)" if resume else ""), flush=True)
+    code = run(spec['rebuild'] + ['--init_from=resume'] * resume)
+    if code:
+        return code
+    fit = rundir.read_log(os.path.join(out, rundir.LOG), float('inf'))[-1]['fit_iter']
+    if spec['trunk_fit'] is not None and fit != spec['trunk_fit']:      # another CPU: another trajectory
+        print(f"note: the rebuilt trunk fit at {fit}, the finished one at {spec['trunk_fit']} (another machine?): the "
+              f"branch trains from the rebuild; the trunk's record stays as it is", flush=True)
+    os.replace(os.path.join(out, f"cooldown{spec['point']}", rundir.CKPT), snapshot)
+    shutil.rmtree(out)
+    print(f"rebuilt the snapshot at fit + {spec['point']}: {snapshot}", flush=True)
+    return 0
+
+
+def rebuild_and_train(spec):
+    """python -m study.runs SPEC: rebuild_snapshot, then the branch's trainer. Holds the branch dir's lock
+    that ablate.py (or a job) hands it and hands it on to the trainer; ends with its parent, and stops its
+    child on SIGTERM or SIGINT."""
+    rundir.die_with_parent()
+    lock_fd = os.environ.pop('RUNDIR_LOCK_FD', None)
+    env = dict(os.environ, RUNDIR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED='1')
+    child = []
+
+    def stop(sig, _):
+        stop_trainers(child)
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def run(cmd, **kw):
+        child.append(subprocess.Popen(cmd, env=kw.pop('env', env), **kw))
+        return child[-1].wait()
+    code = rebuild_snapshot(spec, run)
+    if code:
+        sys.exit(f"the rebuild of the snapshot failed (exit {code}); rerun the study's command")
+    handed = {'RUNDIR_LOCK_FD': lock_fd} if lock_fd else {}
+    sys.exit(run(spec['train'], env=env | handed, pass_fds=(int(lock_fd),) if lock_fd else ()))
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 2 or sys.argv[1] in ('-h', '--help'):
+        raise SystemExit("usage: python -m study.runs SPEC (ablate.py writes it: a cooldown branch whose snapshot is "
+                         "rebuilt, then trained)")
+    rebuild_and_train(json.loads(sys.argv[1]))

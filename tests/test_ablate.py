@@ -147,9 +147,14 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     again = capsys.readouterr().out
     assert '4 finished, 0 to train' in again and 'evaluated in' not in again
     assert mtimes(grid) == before
-    # a run whose checkpoint is set aside trains again and is evaluated again, not read from the
-    # cache of the run that was there (its key names settings, not weights)
+    # a finished run whose checkpoint is set aside keeps its record: recalled from it, not trained again
     os.rename(grid / 'wd' / 'seed2' / 'ckpt.pt', grid / 'wd' / 'seed2' / 'ckpt.pt.bad')
+    ablate_here(cfg)
+    again = capsys.readouterr().out
+    assert '1 finished run(s) recalled' in again and 'starting' not in again and 'Not finished' not in again
+    # without its record it trains again and is evaluated again, not read from the cache of the run
+    # that was there (its key names settings, not weights)
+    os.remove(out / 'runs' / 'wd' / 'seed2.json')
     ablate_here(cfg)
     again = capsys.readouterr().out
     assert '[wd seed 2] starting' in again and again.count('evaluated in') == 1 and '[wd seed 2] evaluated in' in again
@@ -1141,10 +1146,30 @@ def acc(a):
     return {'block_size': 64, 'length_eval': {'mqar': {'1x': a}}}
 
 
-def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, capsys):
-    """A cooldown branch not trained yet needs its trunk's snapshot, which only a trunk trained here
-    writes: a trunk is recorded once every branch is done too, and recalled only with all of them.
-    A record evaluated on other lengths is left alone: its group trains again."""
+def test_a_branch_without_its_snapshot_starts_by_rebuilding_it_once_its_trunk_has_fit(tmp_path):
+    """ready() and command(): a branch whose dir lost its snapshot (or never got it) can start once its
+    trunk has finished with a fit, by rebuilding it; not while the trunk trains, nor after it never fit."""
+    from study.runs import command, ready
+    trunk = Run('none', 1, str(tmp_path / 't'), ['--seed=1'], {'cooldown_iters': 3}, ['mqar'], True, point='trunk',
+                state='partial')
+    branch = dataclasses.replace(trunk, dir=str(tmp_path / 't' / 'cooldown2'), point=2, trunk=trunk.dir, state='new',
+                                 argv=['--seed=1', '--steps_after_fit=5', '--snapshots_after_fit='])
+    trunks = {trunk.dir: trunk}
+    assert not ready(branch, trunks)                                         # the trunk still trains
+    trunk.state, trunk.records = 'done', [{'iter': 9, 'fit_iter': None}]
+    assert not ready(branch, trunks)                                         # it never fit: no snapshot to rebuild
+    trunk.records = [{'iter': 9, 'fit_iter': 3}]
+    assert ready(branch, trunks)
+    spec = json.loads(command(branch, False, trunk_fit=3)[3])
+    assert spec['rebuild'][2:] == ['--seed=1', f"--out_dir={branch.dir}/rebuild", '--snapshots_after_fit=2',
+                                   '--steps_after_fit=3']                    # the trunk's settings, to fit + 2
+    assert spec['train'][1:] == ['train.py', *branch.argv, '--init_from=resume'] == command(branch, True)[1:]
+
+
+def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, capsys):
+    """A trunk is recorded once it is done and evaluated, a branch when it is (a clone missing a branch's
+    snapshot rebuilds it, so nothing waits for the group); each is recalled on its own, a run whose
+    record is gone trains again alone; a record evaluated on other lengths is left alone: it trains again."""
     grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
     cfg = {'max_iters': 9, 'seed': 1}
 
@@ -1163,22 +1188,22 @@ def test_a_trunk_and_its_branches_are_recorded_and_recalled_whole(tmp_path, caps
     runs = group(1, (True, True)) + group(2, (True, False))
     evals.save_records(runs, records, grid)
     assert sorted(str(p.relative_to(records)) for p in (tmp_path / 'runs').rglob('*.json')) == \
-        ['none/seed1.json', 'none/seed1/cooldown2.json']                  # seed 2's branch is not done
+        ['none/seed1.json', 'none/seed1/cooldown2.json', 'none/seed2.json']     # seed 2's branch is not done
     for run in runs:                                                      # a fresh clone: no run dirs
         run.state, run.eval = 'new', None
     shutil.rmtree(grid)
     evals.recall(runs, records, grid, mults, 3)
     assert [(r.state, r.recorded, r.eval) for r in runs] == \
-        [('done', True, acc(0.1))] * 2 + [('new', False, None)] * 2
-    assert '2 finished run(s) recalled' in capsys.readouterr().out
-    for run in runs[:2]:
+        [('done', True, acc(0.1))] * 2 + [('done', True, acc(0.2)), ('new', False, None)]
+    assert '3 finished run(s) recalled' in capsys.readouterr().out
+    for run in runs:
         run.state, run.recorded = 'new', False
     evals.recall(runs, records, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
     assert [r.state for r in runs] == ['new'] * 4
     assert '[none seed 1] its record' in capsys.readouterr().out
-    os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: the
-    evals.recall(runs, records, grid, mults, 3)                           # trunk trains again, for its snapshot
-    assert [r.state for r in runs] == ['new'] * 4
+    os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: it alone
+    evals.recall(runs, records, grid, mults, 3)                           # trains again (from a rebuilt snapshot)
+    assert [r.state for r in runs] == ['done', 'new', 'done', 'new']
     # a trunk that never fit wrote no snapshot: it is recorded and recalled alone, its branches never train
     never = group(3, (True, False))
     never[0].records = [{'iter': 9, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}]

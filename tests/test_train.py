@@ -565,6 +565,53 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+def test_a_lost_snapshot_is_rebuilt_by_the_trunk_trained_again_and_its_branch_ends_the_same(data_dir, tmp_path,
+                                                                                            monkeypatch):
+    """A trunk (planted fit at 4) and its branch at fit + 2 trained; then the branch's folder is lost, and
+    the study rebuilds it (study.runs.rebuild_command: the trunk's settings stopped at fit + 2 into the
+    branch's folder, its snapshot moved in, then the branch resumed): the rebuilt snapshot, the branch's
+    weights and its log (but timing) equal the first ones, bit for bit; a rebuild cut short resumes."""
+    from study import runs as study_runs
+    plant = Planted(monkeypatch)
+    common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--max_iters=20',
+              '--fit_accuracy=0.9', '--cooldown_iters=3']
+    trunk = str(tmp_path / 'trunk')
+    args = [*common, '--steps_after_fit=6', '--snapshots_after_fit=2,6', f'--out_dir={trunk}']
+    plant.run(*args)
+    branch_dir = os.path.join(trunk, 'cooldown2')
+    first_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)['model']
+    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3}, 2)
+    plant.run(*argv, '--init_from=resume')
+    first_log, first = log(branch_dir), params(branch_dir)
+    shutil.rmtree(branch_dir)
+
+    branch = study_runs.Run('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2,
+                            trunk=trunk)
+    cmd = study_runs.command(branch, False, trunk_fit=4)
+    assert cmd[1:3] == ['-m', 'study.runs']                      # no snapshot: the branch rebuilds it first
+    spec = json.loads(cmd[3])
+
+    def here(cmd, kill=None):                                    # a command run in this process, fit planted
+        assert cmd[1] == 'train.py'
+        try:
+            plant.run(*cmd[2:], kill=kill)
+            return 0
+        except RuntimeError:
+            return 1
+    assert study_runs.rebuild_snapshot(spec, lambda c: here(c, kill=4)) == 1          # cut short mid-rebuild
+    assert os.path.exists(os.path.join(branch_dir, 'rebuild', 'ckpt.pt'))
+    assert study_runs.rebuild_snapshot(spec, here) == 0                               # resumed, then moved in
+    assert not os.path.exists(os.path.join(branch_dir, 'rebuild'))
+    rebuilt = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
+    assert rebuilt['iter_num'] == 6 and all(torch.equal(rebuilt['model'][k], first_snapshot[k]) for k in first_snapshot)
+    assert study_runs.rebuild_snapshot(spec, None) == 0                               # in place: nothing to do
+    here(spec['train'])
+    timing = ('elapsed_s', 'tokens_per_sec', 'mfu', 'provenance')
+    assert [{k: v for k, v in r.items() if k not in timing} for r in log(branch_dir)] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in first_log]
+    assert all(torch.equal(params(branch_dir)[k], first[k]) for k in first)
+
+
 def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}',
                                                  f'--out_dir={tmp_path / "run"}'])
