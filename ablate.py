@@ -129,10 +129,10 @@ import rundir  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
 from checks import check_config  # noqa: E402
-from schedule import branch_argv, parse_snapshots  # noqa: E402
+from schedule import branch_argv, early_late, parse_snapshots  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
-from study.evals import (RECORDS, eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402
+from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402
                          never_fit, recall, save_records)
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
@@ -373,7 +373,7 @@ def branches(trunk, cfg, train_settings):
                              f"(snapshots_after_fit={trunk.cfg['snapshots_after_fit']!r})")
     if not snapshots:
         return []
-    early, late = cfg['early_snapshot'] or snapshots[0], cfg['late_snapshot'] or snapshots[-1]
+    early, late = early_late(snapshots, cfg['early_snapshot'], cfg['late_snapshot'])
     if early >= late or late != trunk.cfg['steps_after_fit']:   # the trunk's own end is the late point, uncooled
         raise SystemExit(f"config error: arm '{trunk.arm}': early_snapshot={early} must come before late_snapshot="
                          f"{late}, and that one be the trunk's stop, steps_after_fit={trunk.cfg['steps_after_fit']}")
@@ -577,7 +577,7 @@ def summary_dir(cfg, argv):
         print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
               f"not {cfg['results_dir']}")
         out = cfg['grid_dir']
-    path = os.path.join(out, 'results.json')
+    path = os.path.join(out, rundir.RESULTS)
     if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
         try:
             command = rundir.read_json(path, '').get('command')
@@ -622,7 +622,7 @@ def rule_change(cfg, argv, out):
     summary, none recorded, or the same rule), the change recorded there before (still declared), or this
     change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
     An undeclared change is refused in one line naming the keys, before anything runs."""
-    path = os.path.join(out, 'results.json')
+    path = os.path.join(out, rundir.RESULTS)
     try:
         with open(path) as f:
             old = json.load(f)
@@ -683,13 +683,13 @@ def main(argv):
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
     change = rule_change(cfg, argv, out) if out else None
     if out:
-        rundir.check_writable(out, 'results.json', rerun)
+        rundir.check_writable(out, rundir.RESULTS, rerun)
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run.state = state(run)
     mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
     # the study's own grid records its finished runs in results_dir/runs: committed, a fresh clone trains the rest
-    records = os.path.join(cfg['results_dir'], RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
+    records = os.path.join(cfg['results_dir'], rundir.RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
     variants = parse_variants(cfg['eval_variants'])
     if records:
         recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'], variants)
@@ -733,8 +733,8 @@ def main(argv):
             return
         with rundir.writing(out, 'the summary', rerun):
             os.makedirs(out, exist_ok=True)
-            rundir.write_atomic(os.path.join(out, 'results.json'), json.dumps(results, indent=1).encode())
-            rundir.write_atomic(os.path.join(out, 'results.md'), table.encode())
+            rundir.write_atomic(os.path.join(out, rundir.RESULTS), json.dumps(results, indent=1).encode())
+            rundir.write_atomic(os.path.join(out, rundir.RESULTS_MD), table.encode())
             print('\n' + table)
             plot(results, step_curves(runs), out)
     print(f"wrote {out}/results.json and results.md")

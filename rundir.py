@@ -55,6 +55,14 @@ LOG = 'log.jsonl'                 # one record per eval: losses, the length eval
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
 EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
 REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
+# a study's results_dir (and a trunk's branches): every module asks for them here
+RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its tables
+RECORDS = 'runs'                  # the committed record of each finished run of a study's own grid
+
+
+def branch_dir(out_dir, k):
+    """The run dir of a trunk's cooldown branch from its snapshot at fit + k: inside the trunk's."""
+    return os.path.join(out_dir, f'cooldown{k}')
 TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'

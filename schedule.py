@@ -10,9 +10,10 @@ branches as runs of a study.
 """
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Optional
+
+import rundir
 
 
 def fits(accs, threshold):
@@ -33,11 +34,16 @@ def parse_snapshots(text):
     return steps
 
 
+def early_late(snapshots, early=0, late=0):
+    """A study's two points of a trunk: early_snapshot and late_snapshot, 0 meaning the first and the last."""
+    return early or snapshots[0], late or snapshots[-1]
+
+
 def branch_overrides(cfg, k):
     """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
     cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>.
     That is the run trained at the peak rate to fit + k and then decayed, which from the snapshot on it is."""
-    return {'out_dir': os.path.join(cfg['out_dir'], f'cooldown{k}'), 'snapshots_after_fit': '',
+    return {'out_dir': rundir.branch_dir(cfg['out_dir'], k), 'snapshots_after_fit': '',
             'steps_after_fit': k + cfg['cooldown_iters']}
 
 

@@ -179,7 +179,6 @@ def main(argv):
 # -----------------------------------------------------------------------------
 # the committed record of a study's finished runs
 
-RECORDS = 'runs'    # in a study's results_dir
 
 
 def record_path(records, grid_dir, run):

@@ -10,6 +10,7 @@ import statistics
 
 import eval_lengths
 import rundir
+from schedule import early_late
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING
 from study.stats import (DELTA, MARGIN, TESTS, deteriorates, fisher_exact, holm, label, leave_one_out, mean_ci,
@@ -215,7 +216,7 @@ def long_training(arms_out, cfg):
     models at both points, its change per run and that change's correlation with the change in area."""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = sorted(p for _, p in at if isinstance(p, int))
-    early, late = cfg['early_snapshot'] or points[0], cfg['late_snapshot'] or points[-1]
+    early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
     delta = cfg['delta']
 
     def per_seed(arm, point, key='area'):

@@ -39,7 +39,7 @@ threads = 1                       # torch threads per run: the studies' (--worke
 
 def committed(study_cfg):
     """The study's committed results.json (in its results_dir)."""
-    path = os.path.join(study_cfg['results_dir'] or study_cfg['grid_dir'], 'results.json')
+    path = os.path.join(study_cfg['results_dir'] or study_cfg['grid_dir'], rundir.RESULTS)
     if not os.path.isfile(path):
         raise SystemExit(f"{path} is missing: results/ holds the committed studies (git checkout -- {path})")
     return rundir.read_json(path, f"restore it: git checkout -- {path}")
@@ -100,7 +100,7 @@ def main(argv):
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])
         theirs = {int(m): p['per_seed'].get(str(run.seed)) for m, p in entry['tasks'].get(task, {}).items()}
-        record = os.path.join(study_cfg['results_dir'], 'runs', run.arm, f'seed{run.seed}.json')
+        record = os.path.join(study_cfg['results_dir'], rundir.RECORDS, run.arm, f'seed{run.seed}.json')
         there = (machine_of(rundir.read_json(record, 'restore it').get('provenance') or {})
                  if os.path.isfile(record) else 'unknown (the study kept no run record)')
         same_machine = there.split(' (')[0] == here

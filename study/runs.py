@@ -238,7 +238,7 @@ def rebuild_snapshot(spec, run):
     if spec['trunk_fit'] is not None and fit != spec['trunk_fit']:      # another CPU: another trajectory
         print(f"note: the rebuilt trunk fit at {fit}, the finished one at {spec['trunk_fit']} (another machine?): the "
               f"branch trains from the rebuild; the trunk's record stays as it is", flush=True)
-    os.replace(os.path.join(out, f"cooldown{spec['point']}", rundir.CKPT), snapshot)
+    os.replace(os.path.join(rundir.branch_dir(out, spec['point']), rundir.CKPT), snapshot)
     shutil.rmtree(out)
     print(f"rebuilt the snapshot at fit + {spec['point']}: {snapshot}", flush=True)
     return 0

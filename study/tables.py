@@ -404,7 +404,7 @@ def main(paths):
     for path in paths:
         results = rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study")
         rederive(results)
-        out = os.path.join(os.path.dirname(path), 'results.md')
+        out = os.path.join(os.path.dirname(path), rundir.RESULTS_MD)
         with rundir.writing(out, 'the summary', 'rerun this command'):
             rundir.write_atomic(path, json.dumps(results, indent=1).encode())
             rundir.write_atomic(out, format_markdown(results).encode())

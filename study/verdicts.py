@@ -155,7 +155,7 @@ def with_table(readme, tbl):
 
 
 def load(name):
-    path = os.path.join(ROOT, 'results', name, 'results.json')
+    path = os.path.join(ROOT, 'results', name, rundir.RESULTS)
     if not os.path.isfile(path):
         return None
     return rundir.read_json(path, f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun its study")
