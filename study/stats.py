@@ -260,6 +260,14 @@ def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
     return max(math.ceil(math.log2(2 / alpha)), math.ceil((z * sd / shift) ** 2))
 
 
+def power_for_shift(n, sd, shift, alpha=0.05):
+    """The power of n paired seeds to detect a mean shift `shift` whose per-seed differences have
+    standard deviation sd, two-sided at alpha (the normal approximation seeds_for_shift inverts):
+    Phi(|shift| sqrt(n) / sd - z_(1-alpha/2))."""
+    z = {0.05: Z_QUANTILES[0.975]}[alpha]
+    return 0.5 * (1 + math.erf((abs(shift) * math.sqrt(n) / sd - z) / math.sqrt(2)))
+
+
 def deteriorates(accs, drop, consecutive):
     """The deterioration rule over a run's quick evals since its fit: accuracy >= drop below its
     running maximum at `consecutive` evals in a row (one dip is noise)."""

@@ -87,6 +87,15 @@ def test_each_verdict_label_comes_from_planted_per_seed_differences(d, holm_of, 
     assert stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05).startswith(expected)
 
 
+def test_power_for_a_shift_is_what_seeds_for_shift_inverts():
+    """At the seeds seeds_for_shift gives (above the sign flip's floor of 6) the power reaches 0.8, one
+    seed fewer it does not; a shift of one sd at 8 seeds: Phi(sqrt(8) - 1.96) = 0.807 (scipy.stats.norm.cdf)."""
+    for sd, shift in ((0.06, 0.05), (0.08, 0.04), (0.1, 0.03)):
+        n = stats.seeds_for_shift(sd, shift)
+        assert n > 6 and stats.power_for_shift(n, sd, shift) >= 0.8 > stats.power_for_shift(n - 1, sd, shift)
+    assert stats.power_for_shift(8, 0.05, 0.05) == pytest.approx(0.8074, abs=1e-4)
+
+
 def test_a_bound_at_the_margin_of_equivalence_is_marked():
     """90% interval [-0.010, +0.048] against delta 0.05: equivalent, at the margin; its mirror just
     outside (+0.052) is not resolved, at the margin too."""
