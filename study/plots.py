@@ -1,6 +1,7 @@
 """
-A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png and
-accuracy_vs_step.png, from its results.json and its runs' logs. ablate.py draws them after a grid;
+A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png,
+accuracy_by_variant.png (a study with eval_variants: one panel per variant) and accuracy_vs_step.png,
+from its results.json and its runs' logs. ablate.py draws them after a grid;
 the first two from a committed results.json alone (accuracy_vs_step.png needs the runs' logs):
 
     python -m study.plots results/<study>/results.json ...
@@ -140,6 +141,26 @@ def plot(results, curves, out):
     if panels:
         eval_lengths.plot_panels(list(panels), by_length, os.path.join(out, 'accuracy_vs_length.png'),
                                  'length (multiple of the training length)', 'accuracy (thin: one run each)')
+    variants = results['eval'].get('variants')
+    if variants:        # one panel per eval variant, a line per arm (its mean over seeds), at the primary point
+        point = long['late'] if long else None
+        task = tasks[0]
+
+        def by_variant(ax, panel):
+            for name, arm in arms.items():
+                if arm.get('point') != point:
+                    continue
+                curve = ({m: p['mean'] for m, p in arm['tasks'].get(task, {}).items()} if panel == 'plain' else
+                         arm.get('variants', {}).get(panel, {}).get('accuracy', {}))
+                pts = sorted((int(m), a) for m, a in curve.items())
+                if pts:
+                    ax.plot(*zip(*pts), color=colour[base[name]], lw=2, marker='o',
+                            label=f"{base[name]} (mean of {len(arm['seeds'])} seeds)")
+                    ax.set_xticks([m for m, _ in pts], [f"{m}x" for m, _ in pts])
+                    ax.minorticks_off()
+        eval_lengths.plot_panels(['plain', *variants], by_variant, os.path.join(out, 'accuracy_by_variant.png'),
+                                 'length (multiple of the training length)',
+                                 f"{task} accuracy" + (f", cooled at +{point}" if long else ''))
     order = lambda m: int(m[:-1]) if m[:-1].isdigit() else 1 << 20     # noqa: E731  (the mean last)
     steps = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, order(tm[1])))

@@ -783,7 +783,7 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     verdicts.draw_long_headline(res, str(tmp_path / 'headline.png'))
 
 
-def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path):
+def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path, capsys):
     """Planted areas on 8 seeds at +1000 and +4000: under 'yarn' every area gains 0.2 and vpad's a further
     0.1 (an interaction of +0.1), plain vpad is 0.1 above none; vpad's seed 8 trunk never fit, so its
     branches are never fit at both points, as area 0 in the second analysis, which then differs."""
@@ -830,6 +830,8 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path)
     md = tables.format_markdown(res)
     assert '**Comparisons**' in md and '| +4000 | practice | (vpad@yarn - none@yarn) - (vpad - none) |' in md
     assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
+    plots.plot(res, {}, str(tmp_path))                      # one panel per variant (plots need matplotlib)
+    assert (tmp_path / 'accuracy_by_variant.png').exists() or 'matplotlib is not installed' in capsys.readouterr().out
 
 
 def test_the_mismatch_correlation_is_also_given_within_each_arm():
