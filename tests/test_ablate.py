@@ -205,6 +205,7 @@ def alive(pid):
         return False
 
 
+@pytest.mark.slow   # ~30 s of trainers started and stopped; .ci/run runs -m slow
 def test_interrupted_or_killed_grid_stops_its_trainer_and_resumes(tmp_path, capsys):
     """SIGINT to ablate.py alone: it stops its trainer (which notes where it stopped in its train.log)
     and ends with one line and exit code 130. SIGKILL to ablate.py alone: its trainer ends too, by
@@ -324,6 +325,7 @@ def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys
     assert '--grid_dir=elsewhere, not --out_dir' in refused(cfg, '--out_dir=elsewhere')   # a run's key, not the grid's
 
 
+@pytest.mark.slow   # ~40 s: a second ablate.py trains a grid; .ci/run runs -m slow
 def test_a_summary_counts_the_runs_another_ablate_finished_meanwhile(tmp_path, monkeypatch, capsys):
     """Two ablate.py on one study: this one finds every run new and trains none of them (the other holds
     them), while the other trains them all. The summary this one writes last is read under the study's
