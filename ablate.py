@@ -120,6 +120,8 @@ early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_f
                            # deterioration is a run's cooled area
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
                            # and the last snapshot), and the arms are compared at late_snapshot
+reproduce = 0              # > 0: train nothing of the grid; retrain this many committed seeds of one arm (--arms=<arm>,
+                           # else the control) into out/reproduce/ and compare them with the committed results
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
                            # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
@@ -136,6 +138,7 @@ from study.evals import (eval_command, evaluate, evaluated as is_evaluated, meas
                          never_fit, recall, save_records)
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
+from study.reproduce import reproduce as retrain_committed  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
 from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progress, open_train_log, ready,  # noqa: E402
                         state, stop_trainers, tag, to_train, trainer_env)
@@ -679,6 +682,13 @@ def main(argv):
         from study import launch                 # submitit's launchers; checked before anything is written
     extra = launch.check_launcher(cfg) if launch else {}
     runs = plan(cfg, passed, selected, train_settings)
+    if cfg['reproduce'] > 0:
+        arm = selected[0] if selected and len(selected) == 1 else (None if selected else cfg['control'])
+        if not arm:
+            raise SystemExit("config error: --reproduce retrains one arm: name it with --arms=<arm>")
+        prepare_data([r for r in runs if r.arm == arm])
+        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
+        return retrain_committed(runs, cfg, arm, cfg['reproduce'], mults)
     out = None if cfg['dry_run'] else summary_dir(cfg, argv)     # a dry run writes no summary, no eval cache
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
     change = rule_change(cfg, argv, out) if out else None
@@ -771,7 +781,8 @@ def summary(runs, never, cfg, argv, records, evaluated, change):
         'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
     if change:       # the labels the old rule gave, beside the new rule's
         before = summarize(summarized, cfg | change['before'], argv)
-        results['rule_change'] = dict(change, labels={k: [v, labels(results).get(k)] for k, v in labels(before).items()})
+        now = labels(results)
+        results['rule_change'] = dict(change, labels={k: [v, now.get(k)] for k, v in labels(before).items()})
     return runs, never, results
 
 

@@ -19,7 +19,7 @@ import eval_lengths as E
 import rundir
 import train
 from ablate import main as ablate_main
-from study import evals, launch, outcomes, plots, stats, tables
+from study import evals, launch, outcomes, plots, reproduce, stats, tables
 from study.runs import Run, state
 from configurator import configure, settings_of
 
@@ -86,7 +86,7 @@ def mtimes(grid):
             for d, _, files in os.walk(grid) for f in files if f == 'ckpt.pt'}
 
 
-def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
+def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys, monkeypatch):
     cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
     grid, out = tmp_path / 'grid', tmp_path / 'results'
     threads = torch.get_num_threads()
@@ -190,6 +190,11 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys):
     ablate_here(cfg)                          # rerun: the rule is the recorded one now; the change is still stated
     assert json.load(open(out / 'results.json'))['rule_change']['keys'] == {'delta': [0.05, 0.2]}
     capsys.readouterr()
+    # --reproduce: a committed seed retrained here, on the same machine, code and threads, is equal bit for bit
+    monkeypatch.setattr(reproduce, 'OUT', str(tmp_path / 'reproduce'))
+    ablate_here(cfg, '--reproduce=1', '--arms=wd')
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[0] == '1' and row[1] == row[2] and row[3:5] == ['yes', 'equal'] and row[5] == '0.000'
     saved = json.load(open(records / 'wd' / 'seed1.json'))
     saved['settings']['weight_decay'] = 0.3
     (records / 'wd' / 'seed1.json').write_text(json.dumps(saved))
