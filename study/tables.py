@@ -14,6 +14,7 @@ import rundir
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.outcomes import rederive
+from study.verdicts import side
 from study.stats import DELTA, decision, fmt_p, range_text, verdict
 
 
@@ -309,10 +310,6 @@ def comparisons_table(results):
         lines.append(f"| {point} | {t['family']} | {side(t['a'])} - {side(t['b'])} | "
                      + ' | '.join(diff_cells(t['left_out'], delta)) + f" | {robustness(t['left_out'] or {})} | {zero} |")
     return lines + ['']
-
-
-def side(term):
-    return f"({term})" if ' - ' in term else term
 
 
 def machines_text(results):

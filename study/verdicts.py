@@ -30,9 +30,13 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
                            '3-4, late in training: Pre-Linear dropout / VPAD extrapolate further than none')),
            ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
            ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
+           ('study_scaling', {'sites': '3-4 on fresh seeds (21-32), cooled at fit +4000',
+                              'paper': "3-4, the paper's own comparisons: Pre-Linear vs Pre-Norm, VPAD vs Pre-Linear",
+                              'practice': 'beside RoPE rescaled at inference (YaRN, fixed in advance)',
+                              'weight decay': '1, weight decay on fresh seeds'}),
            ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2')]
-EXTRA = ['study_scaling', 'study_quick', 'study_scale']   # studies checked for mixed machines, not in the table
+EXTRA = ['study_quick', 'study_scale']   # studies checked for mixed machines, not in the table
 # the headline figure: the map, and the regime-map arm each site study's recipe is (its none arm is
 # that point's control trained for 12 seeds; config/sensitive.py is rope_theta 1e4)
 MAP = 'study_regime'
@@ -84,7 +88,36 @@ def long_rows(name, claims, res):
     return claim_1 + sites
 
 
+def side(term):
+    """A side of a comparison as a table names it: a difference in brackets."""
+    return f"({term})" if ' - ' in term else term
+
+
+def family_rows(name, claims, res):
+    """A study with families and comparisons of its own (claims: {family: claim}): each primary test at its
+    primary point (the late snapshot), family by family in the order of claims: an arm against the control,
+    or a comparison a - b (each side an arm's area, plain or under a variant, or a difference of two)."""
+    link, delta = f"[{name}](results/{name}/README.md)", res['rule'].get('delta', DELTA)
+    point = res.get('long', {}).get('late')
+    at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
+    c, out = res['rule']['control'], []
+    for family, claim in claims.items():
+        for arm in res['rule']['families'].get(family, []):
+            tests = (at.get((arm, point), {}).get('vs_control') or {}).get('area', {})
+            if tests.get('left_out') and (c, point) in at:
+                what = (f"{arm} vs {c}" + (f" at +{point}" if point else '')
+                        + f": {at[arm, point]['area']['mean']:.3f} vs {at[c, point]['area']['mean']:.3f}")
+                out.append(paired_row(claim, link, what, tests['left_out'], delta, t0=tests.get('never_fit_as_0')))
+        for t in res.get('comparisons', []):
+            if t['family'] == family and t['point'] == point and t['left_out']:
+                what = f"{side(t['a'])} - {side(t['b'])}" + (f" at +{point}" if point else '')
+                out.append(paired_row(claim, link, what, t['left_out'], delta, t0=t['never_fit_as_0']))
+    return out
+
+
 def rows(name, claim, res):
+    if isinstance(claim, dict):
+        return family_rows(name, claim, res)
     if 'long' in res:
         return long_rows(name, claim, res)
     link = f"[{name}](results/{name}/README.md)"

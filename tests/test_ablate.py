@@ -837,6 +837,11 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     md = tables.format_markdown(res)
     assert '**Comparisons**' in md and '| +4000 | practice | (vpad@yarn - none@yarn) - (vpad - none) |' in md
     assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
+    from study import verdicts                              # the README's rows: the primary point's tests
+    rows = verdicts.rows('s', {'practice': 'beside yarn'}, res)
+    assert len(rows) == 2 and rows[1].startswith('| beside yarn | [s](results/s/README.md) | (vpad@yarn - none@yarn) '
+                                                 '- (vpad - none) at +4000, +0.101') and rows[1].endswith(
+        '| higher; never fit as 0: not resolved: [-0.026, +0.152] |')     # the never-fit seed 8 as 0 says otherwise
     plots.plot(res, {}, str(tmp_path))                      # one panel per variant (plots need matplotlib)
     assert (tmp_path / 'accuracy_by_variant.png').exists() or 'matplotlib is not installed' in capsys.readouterr().out
 
