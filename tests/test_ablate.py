@@ -86,6 +86,7 @@ def mtimes(grid):
             for d, _, files in os.walk(grid) for f in files if f == 'ckpt.pt'}
 
 
+@pytest.mark.slow   # ~40 s: a grid of 4 runs trained, evaluated in worker slots, rerun; .ci/run runs -m slow
 def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys, monkeypatch):
     cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
     grid, out = tmp_path / 'grid', tmp_path / 'results'
