@@ -3,9 +3,13 @@
 # model's; 0.97M parameters, 0.81M without the embedding, against 0.19M and 0.11M). Its rope_theta comes
 # from the pilot of its control (config/study_scale_pilot.py): the theta whose no-dropout runs' range lies
 # in 2x..8x, as the small model's does at 1e4 (results/study_regime).
+# Learning rate 1e-3, not the small model's 3e-3: at 3e-3 the pilot's control (seed 1, both thetas) never
+# fit in 4000 steps, stuck on a plateau (1x quick eval 0.16-0.33 from step 500 to 4000, train loss 1.8-2.0;
+# the small model fits at 1000-1250). It did not diverge; it never learned retrieval.
 #   python train.py config/sensitive_4x128.py --dropout_site=none
 exec(open('config/sensitive.py').read())
 out_dir = 'out/sensitive_4x128'
 n_layer = 4
 n_embd = 128
 n_head = 2
+learning_rate = 1e-3
