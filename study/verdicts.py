@@ -180,12 +180,13 @@ def mixed_machines(names=None):
     return out
 
 
-def with_table(readme, tbl):
-    if BEGIN not in readme or END not in readme or readme.index(END) < readme.index(BEGIN):
-        raise SystemExit(f"README.md needs its verdict markers, {BEGIN} then {END}, in that order: put them "
+def with_table(readme, tbl, begin=BEGIN, end=END):
+    """readme with tbl between its markers (begin, end), which must be there, in that order."""
+    if begin not in readme or end not in readme or readme.index(end) < readme.index(begin):
+        raise SystemExit(f"the README needs its table's markers, {begin} then {end}, in that order: put them "
                          f"around the table")
-    head, rest = readme.split(BEGIN, 1)
-    return head + BEGIN + '\n' + tbl + '\n' + END + rest.split(END, 1)[1]
+    head, rest = readme.split(begin, 1)
+    return head + begin + '\n' + tbl + '\n' + end + rest.split(end, 1)[1]
 
 
 def load(name):

@@ -231,6 +231,54 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
         assert f.read() == readme
 
 
+def scale_results(plain, yarn, seeds=10, pending=(), fixed=True):
+    """A study at +4000 with arms none, pre_linear and vpad: plain and yarn areas per arm, each site's
+    test plain and under yarn as (difference, Holm p); yarn's as a fixed comparison or the arm's own."""
+    t = lambda d, p: {'difference': d, 'ci95': [d - 0.02, d + 0.02], 'sd': 0.03, 'p': p, 'p_holm': p,   # noqa: E731
+                      'seeds': list(range(seeds))}
+    area = lambda m: {'mean': m, 'per_seed': {str(s): m for s in range(seeds)}}   # noqa: E731
+    arms = {f"{a} +{k}": {'arm': a, 'point': k, 'pending_seeds': list(pending), 'area': area(plain[a] - (k == 1000)),
+                          'variants': {'yarn': {'area': area(yarn[a])}}} for a in plain for k in (1000, 4000)}
+    comparisons = []
+    for a, (dp, pp, dy, py) in {'pre_linear': (0.10, 0.002, 0.0, 0.9), 'vpad': (0.13, 0.002, 0.001, 0.002)}.items():
+        arms[f"{a} +4000"]['vs_control'] = {'area': {'left_out': t(dp, pp)}}
+        if fixed:
+            comparisons.append({'point': 4000, 'a': f"{a}@yarn", 'b': 'none@yarn', 'left_out': t(dy, py)})
+        else:
+            arms[f"{a} +4000"]['variants']['yarn']['vs_control'] = {'left_out': t(dy, py)}
+    return {'rule': {'control': 'none', 'delta': 0.05}, 'long': {'early': 1000, 'late': 4000}, 'arms': arms,
+            'comparisons': comparisons}
+
+
+def test_the_scales_table_reads_each_study_at_its_late_point_and_says_which_verdicts_held():
+    from study import scales
+    plain, yarn = {'none': 0.40, 'pre_linear': 0.50, 'vpad': 0.53}, {'none': 0.99, 'pre_linear': 1.0, 'vpad': 1.0}
+    small = scale_results(plain, yarn, seeds=12, fixed=False)
+    large = scale_results({'none': 0.80, 'pre_linear': 0.80, 'vpad': 0.93}, yarn)
+    large['arms']['pre_linear +4000']['vs_control']['area']['left_out'].update(difference=0.0, ci95=[-0.02, 0.02],
+                                                                              p=0.9, p_holm=0.9)
+    tbl = scales.table([('s', 'small', small), ('l', 'large', large)]).split('\n')
+    assert '| none | 0.400 (12) | 0.990 (12) | 0.800 (10) | 0.990 (10) |' in tbl     # +4000, not +1000
+    rows = {r.split(' | ')[0][2:]: r for r in tbl if r.startswith('| ') and ' - ' in r.split(' | ')[0]}
+    assert rows['pre_linear - none, plain'].endswith(
+        '+0.100 [+0.080, +0.120], Holm 0.002, 12 seeds: higher | +0.000 [-0.020, +0.020], Holm 0.900, 10 seeds: '
+        'equivalent within +-0.05 | did not hold: higher -> equivalent |')
+    assert rows['vpad - none, plain'].endswith('| held |')
+    # the small study did not fix yarn's test: its arm's own, marked secondary; the large one's fixed comparison
+    assert 'higher (secondary) | +0.001 [-0.019, +0.021], Holm 0.002, 10 seeds: higher | held |' in rows[
+        'vpad@yarn - none@yarn']
+    pending = scales.table([('s', 'small', small), ('l', 'large', scale_results(plain, yarn, pending=[29, 30]))])
+    assert pending.count('pending: 2 seed(s) still to run') == 4
+    assert scales.table([('s', 'small', small), ('l', 'large', None)]).count('not yet') == 6 + 4
+
+
+def test_the_scales_readme_table_is_what_the_committed_results_give():
+    from study import scales
+    scales.main(['--check'])
+    with pytest.raises(SystemExit, match='unknown argument'):
+        scales.main(['--chek'])
+
+
 def test_the_headline_figure_draws_each_site_study_beside_its_point_of_the_map():
     from study import verdicts
     def per_seed(*a, at4=(0.5,)):             # the area, and the accuracy at 2x (above 0.5) and 4x

@@ -1,0 +1,132 @@
+"""
+The second scale beside the first: the table in results/study_scale/README.md, written from the
+committed results of study_scaling (2 layers of width 64) and study_scale (4 layers of width 128),
+so that no figure in it can drift from its results. At each study's late point (fit + 4000, cooled),
+for the arms both share: each arm's area plain and under yarn, then each site's paired difference
+from none, plain and under yarn, with its 95% interval, Holm p (within its own study's family) and
+label, and whether the small model's label held at the larger scale.
+
+    python -m study.scales            # write the table into results/study_scale/README.md
+    python -m study.scales --check    # exit 1 if that table is not what the results give
+"""
+
+import os
+import sys
+
+import rundir
+
+from study.stats import DELTA, decision, fmt_p, verdict
+from study.verdicts import ROOT, load, with_table
+
+# the two studies, small first (its verdicts are the ones tested), each with its model
+SCALES = [('study_scaling', '2 layers x 64'), ('study_scale', '4 layers x 128')]
+SITES = ['pre_linear', 'vpad']
+VARIANT = 'yarn'
+README = os.path.join(ROOT, 'results', 'study_scale', 'README.md')
+BEGIN, END = '<!-- scales: written by `python -m study.scales` -->', '<!-- /scales -->'
+
+
+def late_arm(res, arm):
+    """The arm's summary at the study's late point (its cooled snapshot at fit + late), or None."""
+    late = res.get('long', {}).get('late')
+    return next((a for a in res['arms'].values() if (a.get('arm'), a.get('point')) == (arm, late)), None)
+
+
+def area(res, arm, variant=None):
+    """(mean area, seeds) of an arm at the late point, plain or under a variant; (None, 0) before it has runs."""
+    a = late_arm(res, arm)
+    a = a and (a.get('variants', {}).get(variant) if variant else a)
+    if not a or a['area']['mean'] is None:
+        return None, 0
+    return a['area']['mean'], len(a['area']['per_seed'])
+
+
+def test(res, site, variant=None):
+    """(the paired test of site against the control at the late point, plain or both under a variant, or None;
+    whether the study fixed it in advance): a comparison the study fixed (site@v - control@v), else the
+    arm's own test against the control under the variant, which is secondary."""
+    c, late, a = res['rule']['control'], res.get('long', {}).get('late'), late_arm(res, site) or {}
+    if not variant:
+        return (a.get('vs_control') or {}).get('area', {}).get('left_out'), True
+    pair = [f"{site}@{variant}", f"{c}@{variant}"]
+    fixed = next((t['left_out'] for t in res.get('comparisons', []) if t['point'] == late and [t['a'], t['b']] == pair),
+                 None)
+    return fixed or (a.get('variants', {}).get(variant, {}).get('vs_control') or {}).get('left_out'), bool(fixed)
+
+
+def held(small, large, pending):
+    """Whether the small model's label held: the same decision at the larger scale (labels as verdict gives)."""
+    if small is None:
+        return 'not tested on the small model'
+    if large is None or pending:
+        return f"pending: {pending} seed(s) still to run" if pending else 'pending: no paired runs yet'
+    a, b = decision(small), decision(large)
+    return 'held' if a == b else f"did not hold: {a} -> {b}"
+
+
+def pending_seeds(res):
+    return len({s for a in res['arms'].values() for s in a.get('pending_seeds', [])}) if res else 0
+
+
+def area_cell(res, arm, variant):
+    mean, seeds = area(res, arm, variant) if res else (None, 0)
+    return 'not yet' if mean is None else f"{mean:.3f} ({seeds})"
+
+
+def table(studies):
+    """studies: [(name, model, results or None)], small first. -> the markdown of both tables."""
+    small_name, large = studies[0][0], studies[-1][2]
+    c = studies[0][2]['rule']['control']
+    out = ['Area (mean accuracy over 1x..64x) at fit + 4000, cooled, mean over seeds (seeds in brackets):', '',
+           '| arm | ' + ' | '.join(f"{model}, {v}" for _, model, _ in studies for v in ('plain', VARIANT)) + ' |',
+           '| --- |' + ' --- |' * 2 * len(studies)]
+    for arm in [c] + SITES:
+        out.append(f"| {arm} | " + ' | '.join(area_cell(res, arm, v) for _, _, res in studies for v in (None, VARIANT))
+                   + ' |')
+    out += ['', "Each site's paired difference from the control, [95% CI], Holm p within its own study's family, "
+                "and its label (secondary: a test the study did not fix in advance); the last column says whether the "
+                "small model's label held:", '',
+            '| comparison | ' + ' | '.join(model for _, model, _ in studies) + f" | {small_name}'s verdict |",
+            '| --- |' + ' --- |' * len(studies) + ' --- |']
+    for v in (None, VARIANT):
+        for site in SITES:
+            cells, labels = [], []
+            for _, _, res in studies:
+                t, fixed = test(res, site, v) if res else (None, False)
+                labels.append(t and verdict(t, res['rule'].get('delta', DELTA)))
+                cells.append(f"{t['difference']:+.3f} [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}], Holm "
+                             f"{fmt_p(t['p_holm'])}, {len(t['seeds'])} seeds: {labels[-1]}"
+                             + ('' if fixed else ' (secondary)') if t else 'not yet')
+            what = f"{site}@{v} - {c}@{v}" if v else f"{site} - {c}, plain"
+            out.append(f"| {what} | " + ' | '.join(cells) + f" | {held(labels[0], labels[-1], pending_seeds(large))} |")
+    return '\n'.join(out)
+
+
+def main(argv):
+    if argv in (['-h'], ['--help']):
+        print(__doc__.strip().split('\n\n')[-1])
+        return
+    if set(argv) - {'--check'}:
+        raise SystemExit(f"unknown argument(s) {' '.join(a for a in argv if a != '--check')}: "
+                         "python -m study.scales [--check]")
+    studies = [(name, model, load(name)) for name, model in SCALES]
+    small = studies[0][0]
+    if not studies[0][2]:
+        raise SystemExit(f"results/{small}/{rundir.RESULTS} is missing: restore it (git checkout -- "
+                         f"results/{small}) or rerun python ablate.py config/{small}.py")
+    with open(README) as f:
+        readme = f.read()
+    new = with_table(readme, table(studies), BEGIN, END)
+    if '--check' in argv:
+        if new != readme:
+            raise SystemExit(f"{os.path.relpath(README, ROOT)}'s table differs from what the results give: "
+                             "run python -m study.scales")
+        print(f"{os.path.relpath(README, ROOT)}'s table matches the results")
+        return
+    with rundir.writing(README, 'the scales table', 'rerun python -m study.scales (the README is as it was)'):
+        rundir.write_atomic(README, new.encode())
+    print(f"wrote the table into {os.path.relpath(README, ROOT)}")
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
