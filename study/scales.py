@@ -15,7 +15,7 @@ import sys
 
 import rundir
 
-from study.stats import DELTA, decision, fmt_p, verdict
+from study.stats import DELTA, decision, fmt_p, t_interval, verdict
 from study.verdicts import ROOT, load, with_table
 
 # the two studies, small first (its verdicts are the ones tested), each with its model
@@ -43,29 +43,50 @@ def area(res, arm, variant=None):
 
 def test(res, site, variant=None):
     """(the paired test of site against the control at the late point, plain or both under a variant, or None;
-    whether the study fixed it in advance): a comparison the study fixed (site@v - control@v), else the
-    arm's own test against the control under the variant, which is secondary."""
+    the size of the Holm family it was corrected over; whether the study fixed it in advance): a comparison
+    the study fixed (site@v - control@v), else the arm's own test against the control (under the variant:
+    secondary)."""
     c, late, a = res['rule']['control'], res.get('long', {}).get('late'), late_arm(res, site) or {}
+    families, comparisons = res['rule'].get('families') or {}, res['rule'].get('comparisons') or {}
+    family = lambda name: len(families.get(name) or [site])   # noqa: E731
     if not variant:
-        return (a.get('vs_control') or {}).get('area', {}).get('left_out'), True
+        t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
+        return t, family(next((f for f, arms in families.items() if site in arms), None)), True
     pair = [f"{site}@{variant}", f"{c}@{variant}"]
-    fixed = next((t['left_out'] for t in res.get('comparisons', []) if t['point'] == late and [t['a'], t['b']] == pair),
-                 None)
-    return fixed or (a.get('variants', {}).get(variant, {}).get('vs_control') or {}).get('left_out'), bool(fixed)
+    fixed = next((t for t in res.get('comparisons', []) if t['point'] == late and [t['a'], t['b']] == pair), None)
+    if fixed:
+        return fixed['left_out'], len(comparisons.get(fixed['family'], [pair])), True
+    own = a.get('variants', {}).get(variant, {}).get('vs_control') or {}
+    return own.get('left_out'), family(own.get('family')), False
+
+
+def reading(t, delta):
+    """What a test says, for holding one scale against the other: 'higher' / 'lower', 'within +-delta'
+    (equivalent, or resolved but with its 90% interval inside +-delta: a difference too small to matter,
+    as two arms both at the ceiling give) or 'not resolved'."""
+    d = decision(verdict(t, delta))
+    ci90 = t.get('ci90') or (t['ci95'] and t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90))
+    if d == 'equivalent' or (d in ('higher', 'lower') and ci90 and -delta < ci90[0] and ci90[1] < delta):
+        return f"within +-{delta:g}"
+    return d
 
 
 def held(small, large, pending):
-    """Whether the small model's label held: the same decision at the larger scale (labels as verdict gives)."""
+    """Whether the small model's reading held at the larger scale: (small, large) readings or None."""
     if small is None:
         return 'not tested on the small model'
-    if large is None or pending:
-        return f"pending: {pending} seed(s) still to run" if pending else 'pending: no paired runs yet'
-    a, b = decision(small), decision(large)
-    return 'held' if a == b else f"did not hold: {a} -> {b}"
+    if pending:
+        return f"pending: {pending} seed(s) still to run"
+    if large is None:
+        return 'no paired test at the larger scale'
+    if small != large:
+        return f"did not hold: {small} -> {large}"
+    return 'both not resolved' if small == 'not resolved' else f"held: {small}"
 
 
 def pending_seeds(res):
-    return len({s for a in res['arms'].values() for s in a.get('pending_seeds', [])}) if res else 0
+    """Seeds some run of the study has still to finish (any arm, any point); None before the study has results."""
+    return len({s for a in res['arms'].values() for s in a.get('pending_seeds', [])}) if res else None
 
 
 def area_cell(res, arm, variant):
@@ -73,32 +94,41 @@ def area_cell(res, arm, variant):
     return 'not yet' if mean is None else f"{mean:.3f} ({seeds})"
 
 
+def test_cell(t, holm_over, fixed, delta):
+    ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
+    return (f"{t['difference']:+.3f}{ci}, Holm {fmt_p(t['p_holm'])} over {holm_over}, {len(t['seeds'])} seeds: "
+            f"{verdict(t, delta)}" + ('' if fixed else ' (secondary)'))
+
+
 def table(studies):
     """studies: [(name, model, results or None)], small first. -> the markdown of both tables."""
-    small_name, large = studies[0][0], studies[-1][2]
-    c = studies[0][2]['rule']['control']
-    out = ['Area (mean accuracy over 1x..64x) at fit + 4000, cooled, mean over seeds (seeds in brackets):', '',
+    (small_name, _, small), large = studies[0], studies[-1][2]
+    c, late = small['rule']['control'], small['long']['late']
+    out = [f"Area (mean accuracy over 1x..64x) at fit + {late}, cooled, mean over seeds (seeds in brackets):", '',
            '| arm | ' + ' | '.join(f"{model}, {v}" for _, model, _ in studies for v in ('plain', VARIANT)) + ' |',
            '| --- |' + ' --- |' * 2 * len(studies)]
     for arm in [c] + SITES:
         out.append(f"| {arm} | " + ' | '.join(area_cell(res, arm, v) for _, _, res in studies for v in (None, VARIANT))
                    + ' |')
-    out += ['', "Each site's paired difference from the control, [95% CI], Holm p within its own study's family, "
-                "and its label (secondary: a test the study did not fix in advance); the last column says whether the "
-                "small model's label held:", '',
-            '| comparison | ' + ' | '.join(model for _, model, _ in studies) + f" | {small_name}'s verdict |",
+    out += ['', "Each site's paired difference from the control [95% CI], its Holm p (over that many tests of its own "
+                "study's family) and label (secondary: a test the study did not fix in advance); the last column "
+                "holds the two readings against each other, a resolved difference whose 90% interval lies inside "
+                "+-0.05 read as within it:", '',
+            '| comparison | ' + ' | '.join(model for _, model, _ in studies) + " | the small model's reading held? |",
             '| --- |' + ' --- |' * len(studies) + ' --- |']
     for v in (None, VARIANT):
         for site in SITES:
-            cells, labels = [], []
+            cells, readings = [], []
             for _, _, res in studies:
-                t, fixed = test(res, site, v) if res else (None, False)
-                labels.append(t and verdict(t, res['rule'].get('delta', DELTA)))
-                cells.append(f"{t['difference']:+.3f} [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}], Holm "
-                             f"{fmt_p(t['p_holm'])}, {len(t['seeds'])} seeds: {labels[-1]}"
-                             + ('' if fixed else ' (secondary)') if t else 'not yet')
+                t, holm_over, fixed = test(res, site, v) if res else (None, 0, False)
+                delta = res['rule'].get('delta', DELTA) if res else DELTA
+                readings.append(t and reading(t, delta))
+                cells.append(test_cell(t, holm_over, fixed, delta) if t else 'not yet')
             what = f"{site}@{v} - {c}@{v}" if v else f"{site} - {c}, plain"
-            out.append(f"| {what} | " + ' | '.join(cells) + f" | {held(labels[0], labels[-1], pending_seeds(large))} |")
+            pending = pending_seeds(large)
+            out.append(f"| {what} | " + ' | '.join(cells) + ' | '
+                       + ('pending: no results yet' if pending is None else held(readings[0], readings[-1], pending))
+                       + ' |')
     return '\n'.join(out)
 
 

@@ -233,21 +233,23 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
 
 def scale_results(plain, yarn, seeds=10, pending=(), fixed=True):
     """A study at +4000 with arms none, pre_linear and vpad: plain and yarn areas per arm, each site's
-    test plain and under yarn as (difference, Holm p); yarn's as a fixed comparison or the arm's own."""
+    test plain and under yarn; yarn's as a fixed comparison (with a different one at +1000) or the arm's own."""
     t = lambda d, p: {'difference': d, 'ci95': [d - 0.02, d + 0.02], 'sd': 0.03, 'p': p, 'p_holm': p,   # noqa: E731
                       'seeds': list(range(seeds))}
     area = lambda m: {'mean': m, 'per_seed': {str(s): m for s in range(seeds)}}   # noqa: E731
     arms = {f"{a} +{k}": {'arm': a, 'point': k, 'pending_seeds': list(pending), 'area': area(plain[a] - (k == 1000)),
                           'variants': {'yarn': {'area': area(yarn[a])}}} for a in plain for k in (1000, 4000)}
     comparisons = []
-    for a, (dp, pp, dy, py) in {'pre_linear': (0.10, 0.002, 0.0, 0.9), 'vpad': (0.13, 0.002, 0.001, 0.002)}.items():
+    for a, (dp, pp, dy, py) in {'pre_linear': (0.10, 0.002, 0.0, 0.9), 'vpad': (0.13, 0.002, 0.06, 0.002)}.items():
         arms[f"{a} +4000"]['vs_control'] = {'area': {'left_out': t(dp, pp)}}
         if fixed:
-            comparisons.append({'point': 4000, 'a': f"{a}@yarn", 'b': 'none@yarn', 'left_out': t(dy, py)})
+            comparisons += [{'point': k, 'family': 'yarn', 'a': f"{a}@yarn", 'b': 'none@yarn',
+                             'left_out': t(dy - (k == 1000), py)} for k in (1000, 4000)]
         else:
-            arms[f"{a} +4000"]['variants']['yarn']['vs_control'] = {'left_out': t(dy, py)}
-    return {'rule': {'control': 'none', 'delta': 0.05}, 'long': {'early': 1000, 'late': 4000}, 'arms': arms,
-            'comparisons': comparisons}
+            arms[f"{a} +4000"]['variants']['yarn']['vs_control'] = {'family': 'sites', 'left_out': t(dy, py)}
+    return {'rule': {'control': 'none', 'delta': 0.05, 'families': {'sites': ['pre_linear', 'vpad']},
+                     'comparisons': {'yarn': [[f"{a}@yarn", 'none@yarn'] for a in ('pre_linear', 'vpad')]}},
+            'long': {'early': 1000, 'late': 4000}, 'arms': arms, 'comparisons': comparisons}
 
 
 def test_the_scales_table_reads_each_study_at_its_late_point_and_says_which_verdicts_held():
@@ -261,15 +263,30 @@ def test_the_scales_table_reads_each_study_at_its_late_point_and_says_which_verd
     assert '| none | 0.400 (12) | 0.990 (12) | 0.800 (10) | 0.990 (10) |' in tbl     # +4000, not +1000
     rows = {r.split(' | ')[0][2:]: r for r in tbl if r.startswith('| ') and ' - ' in r.split(' | ')[0]}
     assert rows['pre_linear - none, plain'].endswith(
-        '+0.100 [+0.080, +0.120], Holm 0.002, 12 seeds: higher | +0.000 [-0.020, +0.020], Holm 0.900, 10 seeds: '
-        'equivalent within +-0.05 | did not hold: higher -> equivalent |')
-    assert rows['vpad - none, plain'].endswith('| held |')
+        '+0.100 [+0.080, +0.120], Holm 0.002 over 2, 12 seeds: higher | +0.000 [-0.020, +0.020], Holm 0.900 over 2, '
+        '10 seeds: equivalent within +-0.05 | did not hold: higher -> within +-0.05 |')
+    assert rows['vpad - none, plain'].endswith('| held: higher |')
     # the small study did not fix yarn's test: its arm's own, marked secondary; the large one's fixed comparison
-    assert 'higher (secondary) | +0.001 [-0.019, +0.021], Holm 0.002, 10 seeds: higher | held |' in rows[
+    # at +4000 (not the one at +1000, 1 lower)
+    assert 'higher (secondary) | +0.060 [+0.040, +0.080], Holm 0.002 over 2, 10 seeds: higher | held: higher |' in rows[
         'vpad@yarn - none@yarn']
+    assert rows['pre_linear@yarn - none@yarn'].endswith('| held: within +-0.05 |')
     pending = scales.table([('s', 'small', small), ('l', 'large', scale_results(plain, yarn, pending=[29, 30]))])
     assert pending.count('pending: 2 seed(s) still to run') == 4
     assert scales.table([('s', 'small', small), ('l', 'large', None)]).count('not yet') == 6 + 4
+
+
+def test_the_scales_table_reads_a_negligible_resolved_difference_as_within_the_margin():
+    from study import scales
+    ceiling = {'difference': 0.001, 'ci95': [0.0005, 0.0015], 'sd': 0.0008, 'p': 0.001, 'p_holm': 0.002,
+               'seeds': list(range(12))}           # resolved, but a 90% interval far inside +-0.05: both at 1.00
+    assert stats.verdict(ceiling, 0.05) == 'higher' and scales.reading(ceiling, 0.05) == 'within +-0.05'
+    assert scales.reading(dict(ceiling, difference=0.1, ci95=[0.08, 0.12], sd=0.03), 0.05) == 'higher'
+    one = {'difference': 0.2, 'ci95': None, 'ci90': None, 'sd': None, 'p': 1.0, 'p_holm': 1.0, 'seeds': [21]}
+    assert scales.reading(one, 0.05) == 'not resolved'
+    assert scales.test_cell(one, 2, True, 0.05) == '+0.200, Holm 1.000 over 2, 1 seeds: not resolved: one seed'
+    assert scales.held('higher', None, 0) == 'no paired test at the larger scale'
+    assert scales.held('not resolved', 'not resolved', 0) == 'both not resolved'
 
 
 def test_the_scales_readme_table_is_what_the_committed_results_give():
