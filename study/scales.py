@@ -72,16 +72,19 @@ def reading(t, delta):
 
 
 def held(small, large, pending):
-    """Whether the small model's reading held at the larger scale: (small, large) readings or None."""
+    """Whether the small model's reading held at the larger scale: (small, large) readings or None. A larger
+    scale that resolves nothing does not confirm it; one that resolves another reading says it did not hold."""
     if small is None:
         return 'not tested on the small model'
     if pending:
         return f"pending: {pending} seed(s) still to run"
     if large is None:
         return 'no paired test at the larger scale'
-    if small != large:
-        return f"did not hold: {small} -> {large}"
-    return 'both not resolved' if small == 'not resolved' else f"held: {small}"
+    if small == large:
+        return 'both not resolved' if small == 'not resolved' else f"held: {small}"
+    if large == 'not resolved':      # too few seeds or too much spread to tell: not evidence against it
+        return f"not confirmed: {small} -> not resolved"
+    return f"did not hold: {small} -> {large}"
 
 
 def pending_seeds(res):

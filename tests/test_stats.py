@@ -287,6 +287,8 @@ def test_the_scales_table_reads_a_negligible_resolved_difference_as_within_the_m
     assert scales.test_cell(one, 2, True, 0.05) == '+0.200, Holm 1.000 over 2, 1 seeds: not resolved: one seed'
     assert scales.held('higher', None, 0) == 'no paired test at the larger scale'
     assert scales.held('not resolved', 'not resolved', 0) == 'both not resolved'
+    assert scales.held('higher', 'not resolved', 0) == 'not confirmed: higher -> not resolved'
+    assert scales.held('not resolved', 'higher', 0) == 'did not hold: not resolved -> higher'
 
 
 def test_the_scales_readme_table_is_what_the_committed_results_give():
