@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one line, no traceback
-    signal.signal(signal.SIGINT, lambda *_: sys.exit("stopped at startup: nothing was written"))
+    def _stopped_at_startup(*_):
+        # os._exit, not sys.exit: the signal can land while torch's C++ calls back into Python,
+        # where a raised SystemExit aborts with a C++ trace; nothing is written yet to clean up
+        signal.signal(signal.SIGINT, lambda *_: None)   # a second Ctrl-C must not say it twice
+        os.write(2, b"stopped at startup: nothing was written\n")
+        os._exit(128 + signal.SIGINT)
+    signal.signal(signal.SIGINT, _stopped_at_startup)
 import numpy  # noqa: E402,F401  (before torch, whose C extension drops a Ctrl-C raised inside it)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
