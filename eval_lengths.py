@@ -332,10 +332,10 @@ def plot_panels(panels, draw, path, xlabel, ylabel, log2=True, width=4.0):
             ax.set_xscale('log', base=2)
         draw(ax, panel)
         ax.set_title(panel, fontsize=10)
-        ax.set_xlabel(xlabel)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
+    fig.supxlabel(xlabel, fontsize='medium')   # once, not per panel: side by side they run into each other
     handles, labels = axes[0][-1].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc='outside right upper', fontsize=8)
