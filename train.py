@@ -32,7 +32,6 @@ if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one 
         os.write(2, b"stopped at startup: nothing was written\n")
         os._exit(128 + signal.SIGINT)
     signal.signal(signal.SIGINT, _stopped_at_startup)
-import numpy  # noqa: E402,F401  (before torch, whose C extension drops a Ctrl-C raised inside it)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
