@@ -14,7 +14,7 @@ import eval_lengths
 import rundir
 import sample_data
 from model import GPTConfig
-from schedule import parse_snapshots
+from schedule import parse_snapshots, snapshots_of
 
 MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
 POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
@@ -128,20 +128,34 @@ def check_config(cfg, defaults, here=True):
 
 
 def check_schedule(cfg):
-    """The decay and the snapshots: a cooldown inside the steps after the fit, snapshots inside a trunk
-    that has a fit to count from and branches that decay."""
+    """The decay and the snapshots: a cooldown inside the steps after the fit (or before max_iters), snapshots
+    inside a trunk that has a fit to count from and branches that decay; a trunk at fixed steps
+    (snapshots_at_iter) stops at its last one, fit or not, and has no snapshots past its fit beside them."""
     saf, cool = cfg['steps_after_fit'], cfg['cooldown_iters']
     if saf and cool > saf:
         raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit "
                          f"at the earliest; lower it (0 = all of steps_after_fit)")
-    snapshots = parse_snapshots(cfg['snapshots_after_fit'])
+    if not saf and cool > cfg['max_iters'] and not cfg['snapshots_at_iter']:     # (a trunk's branches decay)
+        raise ValueError(f"cooldown_iters={cool} is longer than max_iters={cfg['max_iters']}: the decay before the "
+                         f"stop starts at step 0 at the earliest; lower it")
+    parse_snapshots(cfg['snapshots_after_fit'])
+    if cfg['snapshots_at_iter'] and cfg['snapshots_after_fit']:
+        raise ValueError(f"snapshots_at_iter={cfg['snapshots_at_iter']!r} and snapshots_after_fit="
+                         f"{cfg['snapshots_after_fit']!r} in one run: a trunk counts its snapshots from step 0 or "
+                         f"from its fit, not both; drop one")
+    snapshots, fixed = snapshots_of(cfg)
     if not snapshots:
         return
-    if not saf or snapshots[-1] > saf:
+    key = 'snapshots_at_iter' if fixed else 'snapshots_after_fit'
+    if fixed and (saf or cfg['max_iters'] != snapshots[-1]):
+        raise ValueError(f"snapshots_at_iter={cfg['snapshots_at_iter']!r}: the trunk stops at its last snapshot, fit "
+                         f"or not: set max_iters={snapshots[-1]} (now {cfg['max_iters']}) and steps_after_fit=0 "
+                         f"(now {saf})")
+    if not fixed and (not saf or snapshots[-1] > saf):
         raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the trunk's stop: set "
                          f"steps_after_fit to the trunk's length past the fit, at least {snapshots[-1]} (now {saf})")
     if not cool or not cfg['decay_lr']:
-        raise ValueError(f"snapshots_after_fit needs branches that decay: set cooldown_iters > 0 (now {cool}) "
+        raise ValueError(f"{key} needs branches that decay: set cooldown_iters > 0 (now {cool}) "
                          f"and decay_lr=True (now {cfg['decay_lr']})")
 
 
@@ -150,13 +164,11 @@ def no_effect(cfg, c, defaults):
     recipe that used them): one note each, printed, so `--window=16` on an all-NoPE model is not
     taken for an ablation."""
     notes = []
-    if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or not cfg['decay_lr']):
-        why = ('decay_lr=False' if not cfg['decay_lr']
-               else f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)")
+    if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or cfg['cooldown_iters'] or not cfg['decay_lr']):
+        why = ('decay_lr=False' if not cfg['decay_lr'] else
+               f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)" if cfg['steps_after_fit']
+               else f"cooldown_iters={cfg['cooldown_iters']} (the decay runs over the last steps before max_iters)")
         notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
-    if cfg['cooldown_iters'] and not cfg['steps_after_fit']:
-        notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit "
-                     f"(the decay runs after the fit)")
     if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
                   f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != defaults[k]]

@@ -47,7 +47,7 @@ def pick_dtype(dtype, device):
 
 
 # settings train.py gained after runs were committed: a checkpoint without one trained as this value does
-ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': ''}
+ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': ''}
 
 # the files of a run dir: every other module asks for them here
 CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, step, fit)
@@ -60,9 +60,10 @@ RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its table
 RECORDS = 'runs'                  # the committed record of each finished run of a study's own grid
 
 
-def branch_dir(out_dir, k):
-    """The run dir of a trunk's cooldown branch from its snapshot at fit + k: inside the trunk's."""
-    return os.path.join(out_dir, f'cooldown{k}')
+def branch_dir(out_dir, k, fixed=False):
+    """The run dir of a trunk's cooldown branch from its snapshot at fit + k (cooldown<k>), or at step k of
+    a trunk at fixed steps (at<k>, so that the two kinds never share a folder): inside the trunk's."""
+    return os.path.join(out_dir, f"{'at' if fixed else 'cooldown'}{k}")
 TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'

@@ -77,8 +77,9 @@ learning_rate = 3e-3       # peak learning rate
 max_iters = 4000           # optimizer steps; with steps_after_fit, the cap on steps to the fit
 fit_accuracy = 0.95        # the run fits at the first quick eval with 1x accuracy >= this
 steps_after_fit = 1000     # stop this many steps after the fit (0 = always run max_iters)
-cooldown_iters = 0         # with steps_after_fit: steps of decay before the stop (0 = from the fit)
+cooldown_iters = 0         # decay steps before the stop (0 = from the fit, or lr_decay_iters' cosine)
 snapshots_after_fit = ''   # e.g. '1000,4000': a trunk's snapshots, branches in out_dir/cooldown<k>
+snapshots_at_iter = ''     # e.g. '6000,16000': a trunk's snapshots at fixed steps, branches in out_dir/at<k>
 weight_decay = 0.0         # AdamW weight decay (0 = off)
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
@@ -198,8 +199,7 @@ class Run:
 
     def standing(self):
         """Where the run stands after an interruption or a disk error, and how to go on."""
-        return rundir.where_it_stands(self.argv, self.cfg['out_dir'], self.saved_iter,
-                                      self.procs.world_size)
+        return rundir.where_it_stands(self.argv, self.cfg['out_dir'], self.saved_iter, self.procs.world_size)
 
 
 # -----------------------------------------------------------------------------
@@ -322,8 +322,8 @@ def save(run, final):
                 os.makedirs(branch['out_dir'], exist_ok=True)
                 rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
             argv = ['python', 'train.py', *branch_argv(run.argv, cfg, snapshot)]
-            print(f"snapshot at iter {it} (fit + {snapshot}); its cooldown branch: "
-                  f"{shlex.join(argv + ['--init_from=resume'])}")
+            print(f"snapshot at iter {it}{'' if run.schedule.fixed else f' (fit + {snapshot})'}; its cooldown "
+                  f"branch: {shlex.join(argv + ['--init_from=resume'])}")
     if not first:
         with rundir.writing(run.ckpt_path, f'the checkpoint of iter {it}', run.standing):
             rundir.save_checkpoint(state, run.ckpt_path)

@@ -502,17 +502,17 @@ def test_the_quick_eval_shows_its_progress_on_a_terminal(data_dir, tmp_path, mon
 
 class Planted:
     """A length eval planted in eval_lengths: a run fits at its third eval (a fresh run's iter 4 at
-    eval_interval 2), and `kill` raises at that call, after the step's checkpoint, as a SIGKILL would
-    stop the run there. Each run counts its own calls."""
-    def __init__(self, monkeypatch):
-        self.calls, self.kill = 0, None
+    eval_interval 2; at call `fit_at`), and `kill` raises at that call, after the step's checkpoint, as a
+    SIGKILL would stop the run there. Each run counts its own calls."""
+    def __init__(self, monkeypatch, fit_at=3):
+        self.calls, self.kill, self.fit_at = 0, None, fit_at
         monkeypatch.setattr(eval_lengths, 'evaluate', self)
 
     def __call__(self, *a, **k):
         self.calls += 1
         if self.calls == self.kill:
             raise RuntimeError('killed')
-        return 1.0 if self.calls > 2 else 0.5
+        return 1.0 if self.calls >= self.fit_at else 0.5
 
     def run(self, *args, kill=None):
         self.calls, self.kill = 0, kill
@@ -549,19 +549,29 @@ def test_cooldown_branches_are_the_runs_decayed_from_their_snapshot_and_resume_e
     pa, pb = params(os.path.join(trunk, 'cooldown2')), params(reference)
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
-    killed = str(tmp_path / 'killed')
+    # the trunk killed in the eval of iter 8, after the snapshot at 6; the branch in its eval of iter 8
+    killed_and_resumed(plant, args, str(tmp_path / 'killed'), {}, 2, snapshots, reference, (5, 2), 8)
+
+
+def killed_and_resumed(plant, args, killed, cfg, k, snapshots, reference, kills, at):
+    """A trunk (train.py args) killed at its planted eval kills[0] and resumed: its weights and its snapshots
+    ({dir in the trunk: weights}) equal the uninterrupted run's; then its branch at snapshot k (cfg: the
+    trunk's snapshot setting) killed at its eval kills[1], its checkpoint then at iter `at`, and resumed: it
+    ends equal to the reference run dir."""
     with pytest.raises(RuntimeError, match='killed'):
-        plant.run(*args, f'--out_dir={killed}', kill=5)          # the eval of iter 8, after the snapshot at 6
+        plant.run(*args, f'--out_dir={killed}', kill=kills[0])
     plant.run(*args, f'--out_dir={killed}', '--init_from=resume')
     for d, pa in snapshots.items():
         pb = params(os.path.join(killed, d))
         assert all(torch.equal(pa[k], pb[k]) for k in pa), d
-    cut = schedule.branch_argv([*args, f'--out_dir={killed}'], {'out_dir': killed, 'cooldown_iters': 3}, 2)
+    trunk = {'out_dir': killed, 'cooldown_iters': 3, **cfg}
+    cut = schedule.branch_argv([*args, f'--out_dir={killed}'], trunk, k)
+    branch = schedule.branch_overrides(trunk, k)['out_dir']
     with pytest.raises(RuntimeError, match='killed'):
-        plant.run(*cut, '--init_from=resume', kill=2)           # its eval of iter 8, after that checkpoint
-    assert torch.load(os.path.join(killed, 'cooldown2', 'ckpt.pt'), weights_only=True)['iter_num'] == 8
+        plant.run(*cut, '--init_from=resume', kill=kills[1])
+    assert torch.load(os.path.join(branch, 'ckpt.pt'), weights_only=True)['iter_num'] == at
     plant.run(*cut, '--init_from=resume')
-    pa, pb = params(os.path.join(killed, 'cooldown2')), params(reference)
+    pa, pb = params(branch), params(reference)
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
@@ -612,6 +622,56 @@ def test_a_lost_snapshot_is_rebuilt_by_the_trunk_trained_again_and_its_branch_en
     assert all(torch.equal(params(branch_dir)[k], first[k]) for k in first)
 
 
+def test_a_trunk_at_fixed_steps_keeps_its_state_there_fit_or_not_and_its_branches_resume_exactly(data_dir, tmp_path,
+                                                                                                 monkeypatch):
+    """A trunk at fixed steps (snapshots_at_iter='2,6', max_iters=6, cooldown_iters=3; planted fit at 4)
+    holds the peak rate to its stop at 6, its last snapshot, and keeps its state at steps 2 (before its
+    fit) and 6 in at2/ and at6/. The branch at 2, run by the command the trunk prints, stops at 2 + 3 and
+    equals bit for bit the run trained from scratch to max_iters=5 decaying over its last 3 steps, the fit
+    it finds in its decay changing nothing. A trunk killed in the eval right after its first snapshot
+    write and a branch killed mid-decay, each resumed, equal the uninterrupted ones; a trunk that never
+    fits keeps the same snapshots."""
+    plant = Planted(monkeypatch)
+    common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2',
+              '--fit_accuracy=0.9', '--cooldown_iters=3', '--steps_after_fit=0']
+    trunk, reference = str(tmp_path / 'trunk'), str(tmp_path / 'reference')
+    args = [*common, '--max_iters=6', '--snapshots_at_iter=2,6']
+    out = plant.run(*args, f'--out_dir={trunk}')
+    assert [(r['iter'], r['lr'], r['fit_iter']) for r in log(trunk)][1:] == [(2, 3e-3, None), (4, 3e-3, 4),
+                                                                           (6, 3e-3, 4)]   # no decay, stop at 6
+    snapshots = {'': params(trunk)}
+    for k, fit in ((2, None), (6, 4)):
+        snap = torch.load(os.path.join(trunk, f'at{k}', 'ckpt.pt'), weights_only=True)
+        assert (snap['iter_num'], snap['fit_iter'], snap['finished']) == (k, fit, False)
+        assert (snap['config']['max_iters'], snap['config']['snapshots_at_iter']) == (k + 3, '')
+        snapshots[f'at{k}'] = snap['model']
+    assert not any(n.startswith('cooldown') for n in os.listdir(trunk))
+    branch = next(line.split('its cooldown branch: ')[1] for line in out.stdout.splitlines()
+                  if line.startswith('snapshot at iter 2;'))
+    plant.calls = 0
+    run_command(branch)
+    plant.run(*common, '--max_iters=5', f'--out_dir={reference}')
+    a, b = log(os.path.join(trunk, 'at2')), log(reference)
+    assert [(r['iter'], r['fit_iter']) for r in a] == [(2, None), (4, None), (5, 5)]     # fit in its decay
+    assert [(r['iter'], r['lr'], r['train_loss']) for r in a[1:]] == [(r['iter'], r['lr'], r['train_loss'])
+                                                                      for r in b if r['iter'] > 2]
+    assert b[-1]['lr'] == pytest.approx(1e-4) and b[1]['lr'] == 3e-3 > b[2]['lr']   # the peak to 2, 3 steps of decay
+    pa, pb = params(os.path.join(trunk, 'at2')), params(reference)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+    # the trunk killed in the eval of iter 2, right after its snapshot's write; the branch in its eval of iter 4
+    killed_and_resumed(plant, args, str(tmp_path / 'killed'), {'snapshots_at_iter': '2,6'}, 2, snapshots, reference,
+                       (2, 2), 4)
+
+    never = str(tmp_path / 'never')
+    plant.fit_at = 99
+    plant.run(*args, f'--out_dir={never}')
+    assert [r['fit_iter'] for r in log(never)] == [None] * 4
+    for d, pa in snapshots.items():
+        pb = params(os.path.join(never, d))
+        assert all(torch.equal(pa[k], pb[k]) for k in pa), d     # the planted eval changes nothing it trains
+
+
 def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}',
                                                  f'--out_dir={tmp_path / "run"}'])
@@ -622,9 +682,21 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
                           ({'snapshots_after_fit': '5', 'steps_after_fit': 5}, 'cooldown_iters > 0'),
                           ({'snapshots_after_fit': '5', 'steps_after_fit': 5, 'cooldown_iters': 2, 'decay_lr': False},
                            'decay_lr=True'),
-                          ({'steps_after_fit': 5, 'cooldown_iters': 6}, 'longer than steps_after_fit')):
-        with pytest.raises(SystemExit, match=words):
+                          ({'steps_after_fit': 5, 'cooldown_iters': 6}, 'longer than steps_after_fit'),
+                          ({'max_iters': 5, 'cooldown_iters': 6}, 'longer than max_iters=5'),
+                          ({'snapshots_at_iter': '6,4', 'max_iters': 6, 'cooldown_iters': 2}, 'increasing positive'),
+                          ({'snapshots_at_iter': '4,,6', 'max_iters': 6, 'cooldown_iters': 2},
+                           "snapshots_at_iter='4,,6'"),
+                          ({'snapshots_at_iter': '4,6', 'snapshots_after_fit': '4', 'steps_after_fit': 4,
+                            'max_iters': 6, 'cooldown_iters': 2}, 'not both'),
+                          ({'snapshots_at_iter': '4,6', 'max_iters': 8, 'cooldown_iters': 2}, 'set max_iters=6'),
+                          ({'snapshots_at_iter': '4,6', 'max_iters': 6, 'cooldown_iters': 2, 'steps_after_fit': 3},
+                           'steps_after_fit=0 .now 3'),
+                          ({'snapshots_at_iter': '4,6', 'max_iters': 6},
+                           'snapshots_at_iter needs branches that decay')):
+        with pytest.raises(SystemExit, match=words) as e:
             checks.check_config({**base, **change}, settings_of(vars(train)), here=False)
+        assert len(str(e.value.code).splitlines()) == 1
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(data_dir, done_run, tmp_path):
@@ -766,6 +838,9 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
         'lr_decay_iters=500 has no effect with steps_after_fit=100 (the decay runs after the fit)']
     assert note(lr_decay_iters=500, decay_lr=False) == ['lr_decay_iters=500 has no effect with decay_lr=False']
     assert note(lr_decay_iters=500) == []                   # the base config: no steps_after_fit, a cosine over it
+    assert note(lr_decay_iters=500, cooldown_iters=100) == ['lr_decay_iters=500 has no effect with cooldown_iters=100 '
+                                                            '(the decay runs over the last steps before max_iters)']
+    assert note(cooldown_iters=100) == []                   # it decays over the last 100 steps before max_iters
     capsys.readouterr()
     checks.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')}, defaults)
     assert 'note: window=16 has no effect' in capsys.readouterr().out
@@ -815,6 +890,25 @@ def test_fit_gated_runs_decay_after_their_fit_and_end_at_min_lr_however_late_the
     assert schedules[0] == pytest.approx(schedules[1])                 # the same decay, step by step
     assert schedule_of(cfg, None).stop() == 4000 and lr(3999, cfg, None) == 3e-3
     assert lr(50, cfg, None) < 3e-3                          # the warmup is unchanged
+
+
+def test_cooldown_iters_without_steps_after_fit_decays_before_max_iters_and_fixed_snapshots_ignore_the_fit():
+    """cooldown_iters with steps_after_fit=0: the peak until cooldown_iters before max_iters, then the decay
+    to min_lr there, fit or not (a branch of a trunk at fixed steps). A trunk at fixed steps holds the peak
+    and keeps its snapshots at those steps, fit or not; one past its fit counts them from the fit."""
+    cfg = dict(decay_lr=True, learning_rate=3e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=0, max_iters=5000,
+               steps_after_fit=0, cooldown_iters=1000)
+    for fit in (None, 500, 4500):
+        assert schedule_of(cfg, fit).stop() == 5000
+        assert lr(4000, cfg, fit) == 3e-3 > lr(4001, cfg, fit) > lr(4999, cfg, fit)
+        assert lr(5000, cfg, fit) == pytest.approx(1e-4)
+    trunk = dict(cfg, max_iters=16000, snapshots_at_iter='6000,16000')
+    for fit in (None, 500):
+        s = schedule_of(trunk, fit)
+        assert (s.stop(), s.lr(15999), s.snapshot_at(6000), s.snapshot_at(16000), s.snapshot_at(6500)) == \
+            (16000, 3e-3, 6000, 16000, None)
+    past_fit = schedule_of(dict(cfg, steps_after_fit=6000, snapshots_after_fit='6000'), 500)
+    assert (past_fit.snapshot_at(6500), past_fit.snapshot_at(6000)) == (6000, None)
 
 
 def test_resume_after_a_kill_completes_the_log_and_takes_over_the_lock(data_dir, done_run, tmp_path):
