@@ -37,8 +37,8 @@ Each run is evaluated as it finishes, in a worker slot. A study's own grid (its 
 override) also keeps a record of each finished run in results_dir/runs/ (its settings, log, evals,
 mismatch and provenance): committed with the summary, it lets a fresh clone or another machine count
 those runs as done and train only the rest. A cooldown branch whose snapshot is missing (a clone that
-recalled its trunk, a deleted folder) rebuilds it: its trunk trained again to fit + k, which on one
-machine gives the same snapshot bit for bit.
+recalled its trunk, a deleted folder) rebuilds it: its trunk trained again to fit + k (to step k, for a
+trunk at fixed steps: snapshots_at_iter), which on one machine gives the same snapshot bit for bit.
 
 Outcomes, under a rule set in the study config before the runs (control, fit_accuracy,
 range_threshold, extrap_*): a run fits at its first quick eval with every task's 1x accuracy >=
@@ -116,10 +116,11 @@ reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of
                            # (every setting checked equal), trained in its grid if missing; {} trains every arm here
 init_from_study = ''       # 'study/arm': each run continues (weights only) that study's run of its seed, wherever
                            # that study keeps it (its own reuse followed); it must be finished first
-early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit):
+early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_fit, or snapshots_at_iter):
                            # deterioration is a run's cooled area
-late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit; 0: the first
-                           # and the last snapshot), and the arms are compared at late_snapshot
+late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit, or steps of
+                           # the trunk's training; 0: the first and the last snapshot), and the arms are compared at
+                           # late_snapshot
 reproduce = 0              # > 0: train nothing of the grid; retrain this many committed seeds of one arm (--arms=<arm>,
                            # else the control) into out/reproduce/ and compare them with the committed results
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
@@ -131,11 +132,11 @@ import rundir  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
 from checks import check_config  # noqa: E402
-from schedule import branch_argv, early_late, parse_snapshots  # noqa: E402
+from schedule import branch_argv, early_late, snapshots_of  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402
-                         never_fit, recall, save_records)
+                         no_snapshots, recall, save_records)
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.reproduce import reproduce as retrain_committed  # noqa: E402
@@ -309,6 +310,11 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                 run = reused(cfg, run, train_settings, studies) or run
             runs.append(run)
             runs += branches(run, cfg, train_settings)
+    kinds = {r.arm: r.fixed_steps for r in runs if r.point == 'trunk'}
+    if len(set(kinds.values())) > 1:
+        fail("arms " + ', '.join(a for a, f in kinds.items() if f) + " keep snapshots at fixed steps "
+             "(snapshots_at_iter), " + ', '.join(a for a, f in kinds.items() if not f) + " past the fit "
+             "(snapshots_after_fit): a study compares its arms at one kind of point; give every arm the same")
     return runs
 
 
@@ -367,20 +373,23 @@ def start_of(source, seed, train_settings, studies):
 
 def branches(trunk, cfg, train_settings):
     """The cooldown branches of a trunk run (snapshots_after_fit): each a run of the study, in
-    <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k. The trunk is the
-    point 'trunk' (its own final eval is the uncooled model at its stop), a branch the point k."""
-    snapshots = parse_snapshots(trunk.cfg['snapshots_after_fit'])
-    for key in ('early_snapshot', 'late_snapshot'):
-        if cfg[key] and cfg[key] not in snapshots:
-            raise SystemExit(f"config error: {key}={cfg[key]} is not a snapshot of arm '{trunk.arm}' "
-                             f"(snapshots_after_fit={trunk.cfg['snapshots_after_fit']!r})")
+    <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k; of a trunk at fixed
+    steps (snapshots_at_iter), in <trunk dir>/at<k>, written at step k. The trunk is the point 'trunk'
+    (its own final eval is the uncooled model at its stop), a branch the point k."""
+    snapshots, fixed = snapshots_of(trunk.cfg)
+    key = 'snapshots_at_iter' if fixed else 'snapshots_after_fit'
+    for k in ('early_snapshot', 'late_snapshot'):
+        if cfg[k] and cfg[k] not in snapshots:
+            raise SystemExit(f"config error: {k}={cfg[k]} is not a snapshot of arm '{trunk.arm}' "
+                             f"({key}={trunk.cfg[key]!r})")
     if not snapshots:
         return []
     early, late = early_late(snapshots, cfg['early_snapshot'], cfg['late_snapshot'])
-    if early >= late or late != trunk.cfg['steps_after_fit']:   # the trunk's own end is the late point, uncooled
+    stop = 'max_iters' if fixed else 'steps_after_fit'
+    if early >= late or late != trunk.cfg[stop]:   # the trunk's own end is the late point, uncooled
         raise SystemExit(f"config error: arm '{trunk.arm}': early_snapshot={early} must come before late_snapshot="
-                         f"{late}, and that one be the trunk's stop, steps_after_fit={trunk.cfg['steps_after_fit']}")
-    trunk.point = 'trunk'
+                         f"{late}, and that one be the trunk's stop, {stop}={trunk.cfg[stop]}")
+    trunk.point, trunk.fixed_steps = 'trunk', fixed
     out = []
     for k in snapshots:
         argv = branch_argv(trunk.argv, trunk.cfg, k)
@@ -476,7 +485,7 @@ def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluate
                     n_done += 1
                     run.state = 'done'
                     print(f"{tag(run)} done in {minutes:.1f} min")
-                    if run.point == 'trunk' and never_fit(run.records):   # no snapshot: its branches never train
+                    if run.point == 'trunk' and no_snapshots(run):       # no snapshot: its branches never train
                         print(f"{tag(run)} never fit: its cooldown branches are never fit too, and never train")
                         pending = [r for r in pending if r.trunk != run.dir]
                     if eval_command:
@@ -601,10 +610,10 @@ def summary_dir(cfg, argv):
 
 
 def strand(runs, never):
-    """A trunk that finished without fitting wrote no snapshot: its branches can never train, so they
-    leave the grid's runs (not pending, not "not finished") for `never`, summarized as never fit at
-    their points, as the trunk is. -> (runs, never)"""
-    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and never_fit(r.records)}
+    """A trunk that finished without fitting wrote no snapshot past its fit: its branches can never train, so
+    they leave the grid's runs (not pending, not "not finished") for `never`, summarized as never fit at
+    their points, as the trunk is. (A trunk at fixed steps writes them fit or not.) -> (runs, never)"""
+    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and no_snapshots(r)}
     return ([r for r in runs if r.trunk not in stranded],
             never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
 

@@ -61,6 +61,14 @@ def branch_overrides(cfg, k):
             'snapshots_after_fit'): '', ('max_iters' if fixed else 'steps_after_fit'): k + cfg['cooldown_iters']}
 
 
+def trunk_to(cfg, k, fixed):
+    """The settings that stop a branch's trunk at the branch's snapshot k (its lost snapshot rebuilt):
+    cfg, the branch's (whose cooldown_iters is its trunk's)."""
+    if fixed:
+        return {'snapshots_at_iter': str(k), 'max_iters': k}
+    return {'snapshots_after_fit': str(k), 'steps_after_fit': max(k, cfg['cooldown_iters'])}
+
+
 def with_settings(argv, changes):
     """train.py arguments with some settings changed: their own flags left out, the changes appended."""
     return [a for a in argv if a[2:].split('=', 1)[0] not in changes] + [f'--{key}={v}' for key, v in changes.items()]

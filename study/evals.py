@@ -22,7 +22,7 @@ import eval_lengths
 import rundir
 import sample_data
 from mismatch import dropout_mismatch
-from study.runs import Run, accuracies_wrong, differing, log_wrong, tag
+from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
 
 
 def record_wrong(name, record):
@@ -186,9 +186,10 @@ def record_path(records, grid_dir, run):
     return os.path.join(records, os.path.relpath(run.dir, grid_dir) + '.json')
 
 
-def never_fit(log):
-    """A finished trunk that never fit wrote no snapshot: its branches can never train."""
-    return log[-1].get('fit_iter') is None
+def no_snapshots(trunk):
+    """A finished trunk that never fit wrote no snapshot past its fit: its branches can never train (a trunk
+    at fixed steps writes its snapshots fit or not)."""
+    return not trunk.fixed_steps and trunk.records[-1].get('fit_iter') is None
 
 
 def provenance_of(run):
@@ -207,8 +208,9 @@ def provenance_of(run):
 def save_records(runs, records, grid_dir, variants=()):
     """The record of every run done and evaluated (a study's own, not a reused one), as it finishes: its
     settings, its log's records, its final eval (plain, and under each variant) and mismatch with their
-    keys, and its provenance. A cooldown branch is recorded apart from its trunk: a clone missing a
-    branch's snapshot rebuilds it (study.runs.rebuild_and_train)."""
+    keys, and its provenance; at fixed steps, whether it had fit by its point ('fit_by_then': false, a run
+    "not fit by then"). A cooldown branch is recorded apart from its trunk: a clone missing a branch's
+    snapshot rebuilds it (study.runs.rebuild_and_train)."""
     for run in runs:
         if run.reused or run.recorded or run.state != 'done' or not evaluated(run, variants):
             continue                                      # (a recalled run's record is where it came from)
@@ -222,7 +224,8 @@ def save_records(runs, records, grid_dir, variants=()):
                            **({'variants': {v: {'key': keys[rundir.eval_cache(v)], 'record': run.evals[v]}
                                             for v in variants_of(run, variants)}} if variants_of(run, variants)
                               else {}),
-                           'provenance': provenance_of(run)}).encode()
+                           'provenance': provenance_of(run),
+                           **({'fit_by_then': fit_by_then(run) is not None} if run.fixed_steps else {})}).encode()
         if os.path.exists(path):
             with open(path, 'rb') as f:
                 if f.read() == data:

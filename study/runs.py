@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Optional, Union
 
 import rundir
+from schedule import trunk_to, with_settings
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)
@@ -49,8 +50,10 @@ class Run:
     cfg: dict                               # the exact settings train.py will use
     tasks: list                             # its eval tasks
     selected: bool                          # trained by this grid, or (left out by --arms) only summarized
-    point: Union[None, str, int] = None     # None; 'trunk' (it has cooldown branches); k (the branch from fit + k)
+    point: Union[None, str, int] = None     # None; 'trunk' (it has cooldown branches); k (the branch from fit + k,
+                                            # or from step k of a trunk at fixed steps)
     trunk: Optional[str] = None             # a cooldown branch's trunk's run dir; None: not a branch
+    fixed_steps: bool = False               # a trunk at fixed steps (snapshots_at_iter) or one of its branches
     reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
     state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()), 'evaluating' or
                                             # 'never fit' (a branch of a trunk that never fit: it never trains)
@@ -128,9 +131,24 @@ def log_wrong(log):
 
 
 def tag(run):
-    """'[vpad seed 7]', '[vpad seed 7, cooldown at fit + 1000]': a run in the grid's messages."""
-    point = f", cooldown at fit + {run.point}" if isinstance(run.point, int) else ''
+    """'[vpad seed 7]', '[vpad seed 7, cooldown at fit + 1000]' ('at step 6000' at fixed steps): a run in the
+    grid's messages."""
+    point = f", cooldown at {where(run)}" if isinstance(run.point, int) else ''
     return f"[{run.arm} seed {run.seed}{point}]"
+
+
+def where(run):
+    """A branch's snapshot in words: 'fit + 1000', or 'step 6000' at fixed steps."""
+    return f"step {run.point}" if run.fixed_steps else f"fit + {run.point}"
+
+
+def fit_by_then(run):
+    """The step a finished run fit at, by the step it is read at where that is fixed (a trunk's stop, its
+    branch's snapshot: a fit found in the branch's decay is not one by then); None: not fit (by then)."""
+    fit = run.records[-1]['fit_iter']
+    if fit is None or not run.fixed_steps:
+        return fit
+    return fit if fit <= (run.cfg['max_iters'] if run.point == 'trunk' else run.point) else None
 
 
 def command(run, resume, trunk_fit=None):
@@ -149,10 +167,11 @@ def fit_of(trunk):
 
 def ready(run, trunks=None):
     """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot,
-    or, where that snapshot is missing (deleted, set aside), once its trunk finished with a fit: the branch
-    then rebuilds the snapshot (trunks: {run dir: trunk Run})."""
-    return (run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT))
-            or fit_of((trunks or {}).get(run.trunk)) is not None)
+    or, where that snapshot is missing (deleted, set aside), once its trunk finished with a fit (at fixed
+    steps, fit or not): the branch then rebuilds the snapshot (trunks: {run dir: trunk Run})."""
+    trunk = (trunks or {}).get(run.trunk)
+    return (run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT)) or fit_of(trunk) is not None
+            or run.fixed_steps and trunk is not None and trunk.state == 'done')
 
 
 def last_progress(run):
@@ -209,13 +228,14 @@ def stop_trainers(procs):
 # start to fit + k, into the branch's folder, writes the same snapshot; the branch then trains from it
 
 def rebuild_command(branch, trunk_fit=None):
-    """python -m study.runs SPEC: the snapshot at fit + k rebuilt if it is missing, then the branch trained."""
-    k = branch.point
-    keep = [a for a in branch.argv if a[2:].split('=', 1)[0] not in ('out_dir', 'steps_after_fit',
-                                                                        'snapshots_after_fit')]
-    trunk_argv = keep + [f"--out_dir={os.path.join(branch.dir, rundir.REBUILD)}", f"--snapshots_after_fit={k}",
-                         f"--steps_after_fit={max(k, branch.cfg['cooldown_iters'])}"]   # a trunk to fit + k
-    spec = {'dir': branch.dir, 'point': k, 'trunk_fit': trunk_fit, 'rebuild': [sys.executable, 'train.py', *trunk_argv],
+    """python -m study.runs SPEC: the snapshot at fit + k (at step k) rebuilt if it is missing, then the branch
+    trained. trunk_fit, the finished trunk's fit, is compared with the rebuilt one's past the fit only."""
+    k, out = branch.point, os.path.join(branch.dir, rundir.REBUILD)
+    trunk_argv = with_settings(branch.argv, {'out_dir': out, **trunk_to(branch.cfg, k, branch.fixed_steps)})
+    spec = {'dir': branch.dir, 'point': k, 'where': where(branch),       # the trunk to fit + k (to step k)
+            'trunk_fit': None if branch.fixed_steps else trunk_fit,
+            'made': os.path.join(rundir.branch_dir(out, k, branch.fixed_steps), rundir.CKPT),
+            'rebuild': [sys.executable, 'train.py', *trunk_argv],
             'train': [sys.executable, 'train.py', *branch.argv, '--init_from=resume']}
     return [sys.executable, '-m', 'study.runs', json.dumps(spec)]
 
@@ -229,7 +249,7 @@ def rebuild_snapshot(spec, run):
         return 0
     out = os.path.join(spec['dir'], rundir.REBUILD)
     resume = os.path.exists(os.path.join(out, rundir.CKPT))
-    print(f"the snapshot at fit + {spec['point']} is missing: rebuilding it, the trunk trained again from its start "
+    print(f"the snapshot at {spec['where']} is missing: rebuilding it, the trunk trained again from its start "
           f"into {out}" + (" (resumed)" if resume else ""), flush=True)
     code = run(spec['rebuild'] + ['--init_from=resume'] * resume)
     if code:
@@ -238,9 +258,9 @@ def rebuild_snapshot(spec, run):
     if spec['trunk_fit'] is not None and fit != spec['trunk_fit']:      # another CPU: another trajectory
         print(f"note: the rebuilt trunk fit at {fit}, the finished one at {spec['trunk_fit']} (another machine?): the "
               f"branch trains from the rebuild; the trunk's record stays as it is", flush=True)
-    os.replace(os.path.join(rundir.branch_dir(out, spec['point']), rundir.CKPT), snapshot)
+    os.replace(spec['made'], snapshot)
     shutil.rmtree(out)
-    print(f"rebuilt the snapshot at fit + {spec['point']}: {snapshot}", flush=True)
+    print(f"rebuilt the snapshot at {spec['where']}: {snapshot}", flush=True)
     return 0
 
 

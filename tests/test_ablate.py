@@ -390,6 +390,43 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
     assert all(a['area']['never_fit_as_0']['per_seed'] == {'1': 0.0} for a in res['arms'].values())
 
 
+def fixed_study(tmp_path, **extra):
+    """A study of trunks at fixed steps (snapshots_at_iter='2,4', max_iters=4, cooldowns of 2): one arm, one seed."""
+    return study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', control='',
+                 common={**TINY, 'data_dir': str(tmp_path / 'data'), 'snapshots_at_iter': '2,4', 'cooldown_iters': 2,
+                         'max_iters': 4}, **extra)
+
+
+def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit_or_not(tmp_path, capsys):
+    """A study of trunks at fixed steps: each trunk's branches are runs of the grid in <trunk>/at<k> (never
+    a fit-relative cooldown<k>), that resume the snapshot the trunk writes at step k and stop at k + 2; a dry
+    run lists them after their trunk. A trunk that finished without fitting still wrote its snapshots: its
+    branches are not stranded as never fit, are ready (a lost snapshot is rebuilt without a fit), and are
+    named at their steps. A study whose arms mix the two kinds of point is refused."""
+    from study.runs import command, ready, tag
+    cfg = fixed_study(tmp_path)
+    ablate_here(cfg, '--dry_run')
+    cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
+    trunk = str(tmp_path / 'grid' / 'none' / 'seed1')
+    assert [c.split('--out_dir=')[-1].split()[0] for c in cmds] == [trunk, f'{trunk}/at2', f'{trunk}/at4']
+    assert all(c.endswith('--init_from=resume') and f'--max_iters={k} ' in c and '--snapshots_at_iter= ' in c
+               for c, k in zip(cmds[1:], (4, 6)))
+    runs = abl.plan(configure(abl.study_settings(), [cfg]), [], None, settings_of(vars(train)))
+    assert [(r.point, r.fixed_steps, r.cfg['max_iters']) for r in runs] == [('trunk', True, 4), (2, True, 4),
+                                                                             (4, True, 6)]
+    assert tag(runs[1]) == '[none seed 1, cooldown at step 2]'
+    runs[0].state, runs[0].records = 'done', fit_log(None)                    # finished, never fit
+    kept, never = abl.strand(runs, [])
+    assert kept == runs and never == []
+    assert ready(runs[1], {runs[0].dir: runs[0]})
+    spec = json.loads(command(runs[1], False, trunk_fit=None)[3])
+    assert spec['rebuild'][-2:] == ['--snapshots_at_iter=2', '--max_iters=2'] and spec['made'].endswith('at2/ckpt.pt')
+    mixed = study(tmp_path, 'mixed.py', arms={'none': {'snapshots_at_iter': '2,4', 'max_iters': 4},
+                                              'wd': {'snapshots_after_fit': '2,4', 'steps_after_fit': 4}},
+                  common={**TINY, 'data_dir': str(tmp_path / 'data'), 'cooldown_iters': 2})
+    assert 'one kind of point' in refused(mixed, '--dry_run')
+
+
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
     cfg = study(tmp_path)
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
@@ -439,6 +476,12 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--seed=5'], ['--seeds=5, not --seed=5']),
     (['--snapshots_after_fit=1,,2', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit='1,,2'"]),
     (['--snapshots_after_fit= ', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit=' '"]),
+    (['--snapshots_at_iter=2,,4', '--cooldown_iters=1'], ["snapshots_at_iter='2,,4'", 'increasing positive']),
+    (['--snapshots_at_iter=4,2', '--cooldown_iters=1'], ["snapshots_at_iter='4,2'", 'increasing positive']),
+    (['--snapshots_at_iter=2,4', '--snapshots_after_fit=2', '--steps_after_fit=2', '--cooldown_iters=1'],
+     ["snapshots_at_iter='2,4' and snapshots_after_fit='2'", 'not both']),
+    (['--snapshots_at_iter=2,4', '--cooldown_iters=1', '--max_iters=6'], ['stops at its last snapshot', 'max_iters=4']),
+    (['--snapshots_at_iter=2,4', '--cooldown_iters=1', '--late_snapshot=3'], ['late_snapshot=3', "'2,4'"]),
     (['--eval_variants=yarn,,ntk'], ['eval_variants', 'empty item']),
     (['--eval_variants=yarn2'], ["'yarn2'", 'pi, ntk, yarn']),
     (['--comparisons={"x": [["none@yarn", "wd"]]}'], ['comparisons', "'yarn' is not one of eval_variants"]),

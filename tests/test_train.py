@@ -672,6 +672,38 @@ def test_a_trunk_at_fixed_steps_keeps_its_state_there_fit_or_not_and_its_branche
         assert all(torch.equal(pa[k], pb[k]) for k in pa), d     # the planted eval changes nothing it trains
 
 
+def test_a_lost_snapshot_at_a_fixed_step_is_rebuilt_and_its_branch_ends_the_same(data_dir, tmp_path, monkeypatch):
+    """As a lost snapshot past the fit is rebuilt, one at a fixed step: the trunk's settings stopped at step 2
+    (max_iters=2) into the branch's folder, whatever its fit (here: none by then), its snapshot moved in,
+    then the branch resumed: snapshot, weights and log (but timing) equal the first ones, bit for bit."""
+    from study import runs as study_runs
+    plant = Planted(monkeypatch)
+    trunk = str(tmp_path / 'trunk')
+    args = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--fit_accuracy=0.9',
+            '--cooldown_iters=3', '--steps_after_fit=0', '--max_iters=6', '--snapshots_at_iter=2,6',
+            f'--out_dir={trunk}']
+    plant.run(*args)
+    branch_dir = os.path.join(trunk, 'at2')
+    first_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)['model']
+    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3, 'snapshots_at_iter': '2,6'}, 2)
+    plant.run(*argv, '--init_from=resume')
+    first_log, first = log(branch_dir), params(branch_dir)
+    shutil.rmtree(branch_dir)
+    branch = study_runs.Run('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2,
+                            trunk=trunk, fixed_steps=True)
+    spec = json.loads(study_runs.command(branch, False, trunk_fit=4)[3])
+    assert spec['trunk_fit'] is None                             # at a fixed step the trunk's fit does not matter
+    assert study_runs.rebuild_snapshot(spec, lambda c: plant.run(*c[2:]) and 0) == 0
+    rebuilt = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
+    assert rebuilt['iter_num'] == 2 and all(torch.equal(rebuilt['model'][k], first_snapshot[k]) for k in first_snapshot)
+    assert not os.path.exists(os.path.join(branch_dir, 'rebuild'))
+    plant.run(*spec['train'][2:])
+    timing = ('elapsed_s', 'tokens_per_sec', 'mfu', 'provenance')
+    assert [{k: v for k, v in r.items() if k not in timing} for r in log(branch_dir)] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in first_log]
+    assert all(torch.equal(params(branch_dir)[k], first[k]) for k in first)
+
+
 def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}',
                                                  f'--out_dir={tmp_path / "run"}'])
