@@ -140,6 +140,7 @@ from study.evals import (eval_command, evaluate, evaluated as is_evaluated, meas
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.reproduce import reproduce as retrain_committed  # noqa: E402
+from study.stats import at_point, fixed_steps  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
 from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progress, open_train_log, ready,  # noqa: E402
                         state, stop_trainers, tag, to_train, trainer_env)
@@ -661,7 +662,7 @@ def labels(results):
            for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
     out |= {f"{a}'s change vs the control's": t.get('label')
             for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
-    out |= {f"{t['a']} vs {t['b']} at +{t['point']}": t['left_out'].get('label')
+    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
             for t in results.get('comparisons', []) if t['left_out']}
     return out
 

@@ -12,18 +12,18 @@ import eval_lengths
 import rundir
 from schedule import early_late
 from study.evals import MISMATCH, provenance_of
-from study.runs import SCHEDULING
-from study.stats import (DELTA, MARGIN, TESTS, deteriorates, fisher_exact, holm, label, leave_one_out, mean_ci,
-                         mean_std, pearson, permutation_test, seeds_for_power, seeds_for_shift, sign_flip_test,
-                         smallest_fisher_p, wilson)
+from study.runs import SCHEDULING, fit_by_then
+from study.stats import (DELTA, MARGIN, TESTS, deteriorates, fisher_exact, fixed_steps, holm, label, leave_one_out,
+                         mean_ci, mean_std, pearson, permutation_test, point_text, second_analysis, seeds_for_power,
+                         seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
 
 def find_fit(runs):
     """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
-    into run.records; None: never fit) and run.after_fit: its quick evals from the fit on,
-    [(iter, {task: {'<m>x': acc}})]."""
+    into run.records; None: never fit, or at fixed steps not fit by the step it is read at) and
+    run.after_fit: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
     for run in runs:
         if run.state == 'done':
-            run.fit_iter = run.records[-1]['fit_iter']
+            run.fit_iter = fit_by_then(run)
             run.after_fit = [(r['iter'], r['length_eval']) for r in run.records
                              if r.get('fit_iter') is not None and not r.get('final')]
 
@@ -77,20 +77,27 @@ def spread(values):
             'median': statistics.median(values) if values else None}
 
 
-def arm_outcomes(per_seed, cfg):
+def arm_outcomes(per_seed, cfg, fixed=False):
     """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured, {multiple:
     accuracy} of the primary task)} of an arm's finished runs -> its outcome counts and intervals.
     Never-fit runs are counted apart (a run that did not learn the task says nothing about
-    extrapolating it) and, for the area and range, also counted as failures (0)."""
+    extrapolating it) and, for the area and range, also counted as failures (0). At fixed steps (fixed)
+    every run is measured at the same step: each counts, a run not fit by then is marked so, and the
+    area of the fit runs alone is given beside."""
     fit = {s: o for s, o in per_seed.items() if o[0] is not None}
+    counted = per_seed if fixed else fit
     steps = {str(s): o[0] for s, o in fit.items()}
-    accs = {s: o[1] for s, o in fit.items() if o[1] is not None}
+    accs = {s: o[1] for s, o in counted.items() if o[1] is not None}
     extrap = [s for s, a in accs.items() if a >= cfg['extrap_threshold']]
     mean, ci = mean_ci(list(accs.values()))
-    shape = {s: area_and_range(o[2], cfg['range_threshold']) for s, o in fit.items()}
+    shape = {s: area_and_range(o[2], cfg['range_threshold']) for s, o in counted.items()}
     areas = {str(s): a for s, (a, _) in shape.items() if a is not None}
-    failed = {str(s): areas[str(s)] if s in fit else 0.0 for s in per_seed if s not in fit or str(s) in areas}
-    return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [s for s, o in per_seed.items() if o[0] is None],
+    second = ({str(s): areas[str(s)] for s in fit if str(s) in areas} if fixed else
+              {str(s): areas[str(s)] if s in fit else 0.0 for s in per_seed if s not in fit or str(s) in areas})
+    over = 'every run measured' if fixed else 'fit runs'
+    unfit = [s for s, o in per_seed.items() if o[0] is None]
+    return {'runs': len(per_seed), 'fit': len(fit), 'never_fit': [] if fixed else unfit,
+            **({'not_fit_by_then': unfit} if fixed else {}),
             'steps_to_fit': {'per_seed': steps, 'median': statistics.median(steps.values()) if steps else None,
                              'min': min(steps.values(), default=None), 'max': max(steps.values(), default=None)},
             'extrapolates': {'count': len(extrap), 'of': len(accs), 'seeds': extrap,
@@ -98,16 +105,17 @@ def arm_outcomes(per_seed, cfg):
                              'share': len(extrap) / len(accs) if accs else None, 'ci95': wilson(len(extrap), len(accs)),
                              'interval': 'Wilson score'},
             'accuracy_at_extrap': {'multiple': cfg['extrap_multiple'], 'per_seed': {str(s): a for s, a in accs.items()},
-                                   'mean': mean, 'ci95': ci, 'interval': 'Student t over fit runs, clipped to [0, 1]'},
+                                   'mean': mean, 'ci95': ci, 'interval': f'Student t over {over}, clipped to [0, 1]'},
             'area': {'per_seed': areas, **spread(list(areas.values())),
-                     'never_fit_as_0': {'per_seed': failed, **spread(list(failed.values()))},
-                     'interval': 'Student t over fit runs, clipped to [0, 1]'},
+                     second_analysis(fixed): {'per_seed': second, **spread(list(second.values()))},
+                     'interval': f'Student t over {over}, clipped to [0, 1]'},
             'range': {'per_seed': {str(s): m for s, (_, m) in shape.items()}, 'threshold': cfg['range_threshold'],
                       'median': statistics.median(m for _, m in shape.values()) if shape else None}}
 
 
 def versus_control(arm, ctrl, paired, delta):
-    """The tests of one arm against the control, over fit runs (Holm is applied across arms after)."""
+    """The tests of one arm against the control, over fit runs (at fixed steps, every run measured; Holm
+    is applied across arms after)."""
     e1, e0 = arm['extrapolates'], ctrl['extrapolates']
     out = {'fisher': None, 'permutation': None, 'paired': None, 'power': None}
     if e1['of'] and e0['of']:
@@ -130,9 +138,9 @@ def versus_control(arm, ctrl, paired, delta):
         p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
         out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
                          'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
+    second = second_analysis(arm.get('fixed_steps'))
     out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed'], delta),
-                   'never_fit_as_0': area_test(arm['area']['never_fit_as_0']['per_seed'],
-                                               ctrl['area']['never_fit_as_0']['per_seed'], delta)}
+                   second: area_test(arm['area'][second]['per_seed'], ctrl['area'][second]['per_seed'], delta)}
     return out
 
 
@@ -157,11 +165,13 @@ def area_test(x, y, shift=DELTA):
 
 def point_name(run):
     """The name a run is summarized under: its arm, or in a study of trunks with snapshots its arm at its
-    point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself)."""
+    point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself);
+    at fixed steps 'vpad at 6000' (from step 6000) or 'vpad at 16000 uncooled'."""
     point = run.point
     if point is None:
         return run.arm
-    return f"{run.arm} +{run.cfg['steps_after_fit']} uncooled" if point == 'trunk' else f"{run.arm} +{point}"
+    k = run.cfg['max_iters' if run.fixed_steps else 'steps_after_fit'] if point == 'trunk' else point
+    return f"{run.arm} {point_text(k, run.fixed_steps)}" + (' uncooled' if point == 'trunk' else '')
 
 
 def test_groups(arms_out, cfg):
@@ -190,7 +200,7 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
     """Per arm its outcomes; per tested arm its tests against the control: the Fisher p and the area's
     paired p Holm-adjusted within its family, the area's label from its interval."""
     for name, arm in arms_out.items():
-        arm.update(arm_outcomes(per_run.get(name, {}), cfg))
+        arm.update(arm_outcomes(per_run.get(name, {}), cfg, arm.get('fixed_steps')))
     if not cfg['control']:
         return
     paired_on = init_template(cfg, cfg['control'], study_argv)
@@ -203,7 +213,8 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
         tested = [arms_out[n]['vs_control'] for n in names]
         adjust([v['fisher'] for v in tested if v['fisher']], cfg['delta'])
         adjust([v['area']['left_out'] for v in tested if v['area']['left_out']], cfg['delta'], robust=True)   # primary
-        adjust([v['area']['never_fit_as_0'] for v in tested if v['area']['never_fit_as_0']], cfg['delta'])
+        second = second_analysis(arms_out[control].get('fixed_steps'))
+        adjust([v['area'][second] for v in tested if v['area'][second]], cfg['delta'])
 
 
 def long_training(arms_out, cfg):
@@ -229,7 +240,8 @@ def long_training(arms_out, cfg):
         x, y = per_seed(arm, late, key), per_seed(arm, early, key)
         return {s: x[s] - y[s] for s in x if s in y}
 
-    out = {'early': early, 'late': late, 'delta': delta, 'change': {}, 'cooldown': {}, 'mismatch': {}}
+    out = {'early': early, 'late': late, 'delta': delta, 'change': {}, 'cooldown': {}, 'mismatch': {},
+           **({'fixed_steps': True} if any(a.get('fixed_steps') for a in arms_out.values()) else {})}
     area_change = {arm: change(arm) for arm in cfg['arms']}
     shift_change = {arm: change(arm, 'token_shift') for arm in cfg['arms']}
     for arm in cfg['arms']:
@@ -304,10 +316,12 @@ def comparisons(arms_out, cfg):
     cooled point (the only point in a study without snapshots), each side an arm's area, plain or
     under a variant, or a difference of such (an interaction: does a site's gain grow under a
     variant?); Holm within each family at each point; with never-fit runs left out and counted as 0.
-    -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}]"""
+    -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}] (at fixed steps, 'fit_runs_only' in
+    place of 'never_fit_as_0', with every run measured in 'left_out')"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
     variants = [v for v in cfg['eval_variants'].split(',') if v.strip()]
+    analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))
     out = []
 
     def values(term, point, which):
@@ -316,7 +330,7 @@ def comparisons(arms_out, cfg):
             a = at.get((arm, point), {})
             area = (a.get('variants', {}).get(variant) or {}).get('area') if variant else a.get('area')
             per_seed = (area or {}).get('per_seed', {}) if which == 'left_out' else \
-                (area or {}).get('never_fit_as_0', {}).get('per_seed', {})
+                (area or {}).get(which, {}).get('per_seed', {})
             total = ({s: sign * v for s, v in per_seed.items()} if total is None else
                      {s: total[s] + sign * per_seed[s] for s in total if s in per_seed})
         return total
@@ -325,10 +339,10 @@ def comparisons(arms_out, cfg):
             tests = []
             for a, b in pairs:
                 t = {'point': point, 'family': family, 'a': a, 'b': b}
-                for which in ('left_out', 'never_fit_as_0'):
+                for which in analyses:
                     t[which] = area_test(values(a, point, which), values(b, point, which), cfg['delta'])
                 tests.append(t)
-            for which in ('left_out', 'never_fit_as_0'):
+            for which in analyses:
                 adjust([t[which] for t in tests if t[which]], cfg['delta'], robust=which == 'left_out')
             out += tests
     return out
@@ -338,6 +352,7 @@ def variant_tests(arms_out, cfg):
     """Secondary: under each variant, each arm's area against its control's at the same point, paired by
     seed, Holm within the family (at each point, for each variant), never-fit runs left out and as 0."""
     for family, names, control in test_groups(arms_out, cfg):
+        analyses = ('left_out', second_analysis(arms_out[control].get('fixed_steps')))
         for variant in arms_out[control].get('variants', {}):
             tests = []
             for name in names:
@@ -345,10 +360,10 @@ def variant_tests(arms_out, cfg):
                 if mine:
                     mine['vs_control'] = {'control': control, 'family': family, **{
                         which: area_test(*(x['area']['per_seed'] if which == 'left_out' else
-                                           x['area']['never_fit_as_0']['per_seed'] for x in (mine, ctrl)),
-                                         cfg['delta']) for which in ('left_out', 'never_fit_as_0')}}
+                                           x['area'][which]['per_seed'] for x in (mine, ctrl)),
+                                         cfg['delta']) for which in analyses}}
                     tests.append(mine['vs_control'])
-            for which in ('left_out', 'never_fit_as_0'):
+            for which in analyses:
                 adjust([t[which] for t in tests if t[which]], cfg['delta'])
 
 
@@ -379,14 +394,14 @@ def run_outcome(run, cfg):
     return run.fit_iter, by_m.get(cfg['extrap_multiple']), by_m
 
 
-def variant_outcomes(by_variant, per_run, cfg):
+def variant_outcomes(by_variant, per_run, cfg, fixed=False):
     """Per length-scaling variant, an arm's area and range as arm_outcomes gives them plain, and its mean
     accuracy per multiple (the primary task): {variant: {'area', 'range', 'accuracy'}}. A run never fit is
-    never fit under every variant."""
+    never fit under every variant (at fixed steps each run is measured under every variant)."""
     out = {}
     for variant, per_seed in by_variant.items():
-        never = {s: o for s, o in per_run.items() if o[0] is None}
-        o = arm_outcomes({**per_seed, **never}, cfg)
+        never = {} if fixed else {s: o for s, o in per_run.items() if o[0] is None}
+        o = arm_outcomes({**per_seed, **never}, cfg, fixed)
         means = {}
         for _, _, by_m in per_seed.values():
             for m, a in by_m.items():
@@ -403,10 +418,11 @@ def rederive(results):
     back from the arms' per-seed areas). In place; -> results."""
     arms, delta = results['arms'], results['rule'].get('delta', DELTA)
     at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
+    analyses = ('left_out', second_analysis(fixed_steps(results)))
 
     def areas(arm, point, which='left_out'):
         area = at.get((arm, point), {}).get('area', {})
-        return area.get('per_seed', {}) if which == 'left_out' else area.get('never_fit_as_0', {}).get('per_seed', {})
+        return area.get('per_seed', {}) if which == 'left_out' else area.get(which, {}).get('per_seed', {})
 
     def at_of(name, which):
         a = arms[name]
@@ -420,7 +436,7 @@ def rederive(results):
     families = {}
     for name, arm in arms.items():
         v = arm.get('vs_control') or {}
-        for which in ('left_out', 'never_fit_as_0'):
+        for which in analyses:
             t = (v.get('area') or {}).get(which)
             if t:
                 control = arms[v['control']] if 'control' in v else arms[results['rule']['control']]
@@ -450,6 +466,7 @@ def summarize(runs, cfg, study_argv):
     for run in runs:
         name = point_name(run)
         arm = arms_out.setdefault(name, {'arm': run.arm, 'point': run.point, 'overrides': cfg['arms'][run.arm],
+                                         **({'fixed_steps': True} if run.fixed_steps else {}),
                                          'seeds': [], 'pending_seeds': [], 'tasks': {}})
         if run.state == 'never fit':          # a branch of a trunk that never fit: never fit at its point too
             arm['seeds'].append(run.seed)
@@ -482,7 +499,8 @@ def summarize(runs, cfg, study_argv):
             for point in task.values():
                 point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
     for name, variants in by_variant.items():
-        arms_out[name]['variants'] = variant_outcomes(variants, per_run.get(name, {}), cfg)
+        arms_out[name]['variants'] = variant_outcomes(variants, per_run.get(name, {}), cfg,
+                                                      arms_out[name].get('fixed_steps'))
     add_outcomes(arms_out, per_run, cfg, study_argv)
     if cfg['control']:
         variant_tests(arms_out, cfg)
@@ -530,6 +548,11 @@ def summarize(runs, cfg, study_argv):
         rule['eval_variants'] = cfg['eval_variants']
     if cfg['comparisons']:
         rule['comparisons'] = cfg['comparisons']
+    if any(a.get('fixed_steps') for a in arms_out.values()):
+        rule['fixed_steps'] = ("each trunk's points are fixed steps of its own training (snapshots_at_iter), each "
+                               "cooled for cooldown_iters: every run is measured there, fit or not. A run not fit by "
+                               "a point (its fit came later, or never) is marked 'not fit by then' there and its "
+                               "measured area counts in every test, unlike the fit runs only, tested beside it")
     snapshots = any(isinstance(a['point'], int) for a in arms_out.values())
     machines = {}
     for run in runs:

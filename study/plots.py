@@ -13,7 +13,7 @@ import sys
 
 import eval_lengths
 import rundir
-from study.stats import range_text
+from study.stats import at_point, fixed_steps, range_text
 
 
 def step_curves(runs):
@@ -85,13 +85,13 @@ def plot(results, curves, out):
     in a study of snapshots each run's line from its early to its late cooled area) and
     accuracy_vs_step.png (every run's quick eval to its own end, each arm's median bold where at least
     half of its runs still train)."""
-    arms, long = results['arms'], results.get('long')
+    arms, long, fixed = results['arms'], results.get('long'), fixed_steps(results)
     base = {n: a.get('arm', n) for n, a in arms.items()}      # (a study summarized before snapshots: the name)
     colour = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(base.values()))}   # one colour per arm
     tasks = list(dict.fromkeys(t for a in arms.values() for t in a['tasks']))
     # a study of snapshots: one panel per task and cooled point (its early and late snapshot), else per task
-    panels = {f"{t}, cooled at +{p}": (t, p) for t in tasks for p in (long['early'], long['late'])} if long else \
-        {t: (t, None) for t in tasks}
+    panels = ({f"{t}, cooled {at_point(p, fixed)}": (t, p) for t in tasks for p in (long['early'], long['late'])}
+              if long else {t: (t, None) for t in tasks})
 
     def by_length(ax, panel):
         task, point = panels[panel]
@@ -130,8 +130,10 @@ def plot(results, curves, out):
     if any(a['area']['per_seed'] for a in arms.values()):
         mults = ', '.join(f'{m}x' for m in results['eval']['multiples'])
         if long:
-            eval_lengths.plot_panels([f"each run cooled at +{long['early']} (left) and at +{long['late']} (right) "
-                                      f"steps past the fit"], lambda ax, _: early_late(ax, results, area_of),
+            eval_lengths.plot_panels([f"each run cooled {at_point(long['early'], fixed)} (left) and "
+                                      f"{at_point(long['late'], fixed)} (right) "
+                                      + ("steps of its own training" if fixed else "steps past the fit")],
+                                     lambda ax, _: early_late(ax, results, area_of),
                                      os.path.join(out, 'area_by_arm.png'), 'arm',
                                      f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
         else:
@@ -160,7 +162,7 @@ def plot(results, curves, out):
                     ax.minorticks_off()
         eval_lengths.plot_panels(['plain', *variants], by_variant, os.path.join(out, 'accuracy_by_variant.png'),
                                  'length (multiple of the training length)',
-                                 f"{task} accuracy" + (f", cooled at +{point}" if long else ''))
+                                 f"{task} accuracy" + (f", cooled {at_point(point, fixed)}" if long else ''))
     order = lambda m: int(m[:-1]) if m[:-1].isdigit() else 1 << 20     # noqa: E731  (the mean last)
     steps = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, order(tm[1])))

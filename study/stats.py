@@ -89,6 +89,29 @@ def range_text(rng):
     return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
+def point_text(point, fixed):
+    """A trunk's point as the tables name it: '+4000' (fit + 4000, cooled) or, at fixed steps
+    (snapshots_at_iter), 'at 16000' (step 16000 of its own training, cooled)."""
+    return f"at {point}" if fixed else f"+{point}"
+
+
+def at_point(point, fixed):
+    """The same in a sentence: 'at +4000', 'at 16000'."""
+    return point_text(point, fixed) if fixed else f"at +{point}"
+
+
+def fixed_steps(results):
+    """Whether a summary's points are fixed steps of each trunk's training rather than steps past its fit."""
+    return bool(results.get('long', {}).get('fixed_steps'))
+
+
+def second_analysis(fixed):
+    """The key of the analysis beside the primary: with never-fit runs as area 0 (steps past the fit, where
+    the primary leaves them out), or with fit runs only (fixed steps, where the primary counts every run's
+    measured area, fit by then or not)."""
+    return 'fit_runs_only' if fixed else 'never_fit_as_0'
+
+
 def fmt_p(p):
     """A p-value as the tables print it: 3 decimals, or 2 significant digits below 0.001."""
     return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"

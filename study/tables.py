@@ -15,7 +15,13 @@ import rundir
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.outcomes import rederive
 from study.verdicts import side
-from study.stats import DELTA, decision, fmt_p, range_text, verdict
+from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, point_text, range_text, second_analysis,
+                         verdict)
+
+
+def second_name(fixed):
+    """The analysis beside the primary, as the tables head it."""
+    return 'fit runs only' if fixed else 'never fit as 0'
 
 
 def fmt_ci(x, ci):
@@ -25,9 +31,11 @@ def fmt_ci(x, ci):
 def outcomes_table(results):
     """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
     rule, c = results['rule'], results['rule']['control']
-    m = rule['extrap_multiple']
-    lines = [f"| arm | runs | fit | steps to fit (median, range) | extrapolate (k/n, share [95% CI]) | "
-             f"{m}x accuracy of fit runs (mean [95% CI]) | Fisher p (Holm) | permutation p | paired p | "
+    m, fixed = rule['extrap_multiple'], fixed_steps(results)
+    lines = [f"| arm | runs | {'fit by then' if fixed else 'fit'} | steps to fit (median, range) | "
+             f"extrapolate (k/n, share [95% CI]) | "
+             f"{m}x accuracy of {'every run' if fixed else 'fit runs'} (mean [95% CI]) | Fisher p (Holm) | "
+             f"permutation p | paired p | "
              f"seeds for {rule['power']:.0%} power |",
              '| --- |' + ' --- |' * 9]
     for name, arm in results['arms'].items():
@@ -50,11 +58,12 @@ def outcomes_table(results):
         lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | "
                      f"{fmt_ci(acc['mean'], acc['ci95'])} | "
                      + ' | '.join(tests) + ' |')
+    over = 'every run measured (at fixed steps: fit by then or not)' if fixed else 'fit runs'
     lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: "
-              f"fit runs that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t "
-              f"over fit runs. Fisher p: two-sided exact test of extrapolates / fit but not against "
+              f"{over} that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t "
+              f"over {over}. Fisher p: two-sided exact test of extrapolates / fit but not against "
               f"{c or 'the control'}, raw (Holm-adjusted over the arms tested). Permutation p: two-sided, "
-              f"difference of the mean {m}x accuracy over fit runs, exact over all splits (MC: 20,000 random "
+              f"difference of the mean {m}x accuracy over {'them' if fixed else 'fit runs'}, exact over all splits (MC: 20,000 random "
               f"splits, seed 0). Paired p: sign-flip test over the seeds fit in both arms (exact up to 16 seeds), "
               f"only where both continue the same runs ('-': not paired). Seeds for power: fit runs per arm the "
               f"observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
@@ -69,24 +78,30 @@ def area_table(results):
     rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
     shift = rule.get('delta', DELTA)       # (studies summarized before delta was set in the config)
     controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
-    lines = [f"| arm | fit runs | area (mean [95% CI], sd) | median range (>= {rule['range_threshold']:g}) | "
+    fixed = fixed_steps(results)
+    second = second_analysis(fixed)
+    lines = [f"| arm | {'runs (not fit by then)' if fixed else 'fit runs'} | area (mean [95% CI], sd) | "
+             + ('fit runs only: area (mean [95% CI]) | ' if fixed else '')
+             + f"median range (>= {rule['range_threshold']:g}) | "
              f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | leave one seed out: Holm p "
-             f"(verdict kept?) | seeds for {shift:g} | never fit as 0: paired p (Holm) |", '| --- |' + ' --- |' * 9]
+             f"(verdict kept?) | seeds for {shift:g} | {second_name(fixed)}: paired "
+             + ('difference, p (Holm) |' if fixed else 'p (Holm) |'), '| --- |' + ' --- |' * (10 if fixed else 9)]
     for name, arm in results['arms'].items():
         a = arm['area']
         sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
-        cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}",
-                 range_text(arm['range'])]
+        cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}"] + ([fmt_ci(a[second]['mean'], a[second]['ci95'])] if fixed
+                                                           else []) + [range_text(arm['range'])]
         v = (arm.get('vs_control') or {}).get('area') or {}
-        t, t0 = v.get('left_out'), v.get('never_fit_as_0')
+        t, t0 = v.get('left_out'), v.get(second)
         if t:
             ci = '' if t['ci95'] is None else f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]"
             cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
                       f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), robustness(t),
-                      str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift)]
+                      str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift, fixed)]
         else:
             cells += ['control' if name in controls else '-'] + ['-'] * 5
-        lines.append(f"| {name} | {arm['fit']} | " + ' | '.join(cells) + ' |')
+        runs = f"{arm['runs']} ({len(arm['not_fit_by_then'])})" if fixed else arm['fit']
+        lines.append(f"| {name} | {runs} | " + ' | '.join(cells) + ' |')
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
               f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
               f"{rule['range_threshold']:g} there and at every shorter one. Each point is {n} held-out examples, "
@@ -98,8 +113,11 @@ def area_table(results):
                                      f'the 90% interval lies inside, else not resolved with the 95% interval')}"""
               f"; seeds for {shift:g}: paired seeds that 80% power at alpha 0.05 would need to detect an area "
               f"shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the "
-              f"sign-flip test can reach 0.05). Never fit as 0: the same test with never-fit runs counted as "
-              f"failures (area 0).", '']
+              f"sign-flip test can reach 0.05). "
+              + ("At fixed steps every run is measured at its point, fit or not: a run not fit by then (its fit came "
+                 "later, or never) counts with its measured area in the primary; fit runs only: the same test over "
+                 "the runs fit by then alone." if fixed else
+                 "Never fit as 0: the same test with never-fit runs counted as failures (area 0)."), '']
     return lines
 
 
@@ -114,13 +132,15 @@ def robustness(t):
                                            f"changes without seed {', '.join(map(str, r['flips']))}"))
 
 
-def never_fit_text(t, t0, delta):
-    """The never-fit-as-0 analysis beside the primary one: its p (Holm), and its verdict where it differs."""
+def never_fit_text(t, t0, delta, fixed=False):
+    """The analysis beside the primary one (never fit as 0; at fixed steps, fit runs only, with its difference
+    and seeds): its p (Holm), and its verdict where it differs."""
     if not t0:
         return '-'
-    out = f"{fmt_p(t0['p'])} ({fmt_p(t0.get('p_holm', t0['p']))})"
+    out = (f"{t0['difference']:+.3f} ({len(t0['seeds'])} seeds), " if fixed else '') + \
+        f"{fmt_p(t0['p'])} ({fmt_p(t0.get('p_holm', t0['p']))})"
     if t and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
-        out += f": {verdict(t0, delta)}, unlike the verdict left out"
+        out += f": {verdict(t0, delta)}, unlike the " + ("primary's verdict" if fixed else "verdict left out")
     return out
 
 
@@ -133,8 +153,16 @@ def what_tests_support(results):
     """One paragraph: the pre-registered rule, then only what the tests' numbers support, each area
     comparison with the label its interval gives."""
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
-    m, delta = rule['extrap_multiple'], rule.get('delta', DELTA)
+    m, delta, fixed = rule['extrap_multiple'], rule.get('delta', DELTA), fixed_steps(results)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+    if fixed:
+        out.append(f"At fixed steps: {rule['fixed_steps']}.")
+        unfit = [f"{n} seed{'s' if len(a['not_fit_by_then']) > 1 else ''} {', '.join(map(str, a['not_fit_by_then']))}"
+                 for n, a in arms.items() if a['not_fit_by_then']]
+        if unfit:
+            out.append(f"{sum(len(a['not_fit_by_then']) for a in arms.values())} of "
+                       f"{sum(a['runs'] for a in arms.values())} runs at their points were not fit by then "
+                       f"({'; '.join(unfit)}).")
     never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
              for n, a in arms.items() if a['never_fit']]
     if never:
@@ -147,7 +175,8 @@ def what_tests_support(results):
         return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
     areas = {n: v['area']['left_out'] for n, v in compared.items() if v['area']['left_out']}
     if areas:               # the primary outcome first (a deterioration study's is its rule: the area comes second)
-        head = (f"The area paired by seed (primary at +{results['long']['late']}, cooled; the other points secondary)"
+        head = (f"The area paired by seed (primary {at_point(results['long']['late'], fixed)}, cooled; the other "
+                f"points secondary)"
                 if 'long' in results else
                 'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
@@ -168,7 +197,8 @@ def what_tests_support(results):
     for n in sig:
         e, f, k = arms[n]['extrapolates'], tested[n]['fisher'], arms[control_of(results, n)]['extrapolates']
         out.append(f"{n} extrapolates {'more' if e['share'] > k['share'] else 'less'} often than "
-                   f"{control_of(results, n)} ({e['count']}/{e['of']} vs {k['count']}/{k['of']} fit runs; "
+                   f"{control_of(results, n)} ({e['count']}/{e['of']} vs {k['count']}/{k['of']} "
+                   f"{'runs' if fixed else 'fit runs'}; "
                    f"Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
     rest = [n for n in tested if n not in sig]
     if rest:
@@ -184,7 +214,7 @@ def what_tests_support(results):
                                    f": smallest possible p {fmt_p(tested[n]['fisher']['smallest_possible_p'])})"
                                    for n in floor)
                        + ": there the test could not have found a difference, whatever the effect.")
-    for test, what in (('permutation', f"mean {m}x accuracy of fit runs"),
+    for test, what in (('permutation', f"mean {m}x accuracy of {'every run' if fixed else 'fit runs'}"),
                        ('paired', f"paired {m}x accuracy (seeds fit in both)")):
         ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
         if not ps:
@@ -215,12 +245,14 @@ def long_training_tables(results):
     """A study of trunks with cooled snapshots: each run's change from its early to its late cooled
     snapshot, against 0 and against the control's; the cooldown's effect; the mismatch's growth."""
     L, c = results['long'], results['rule']['control']
-    e, late, delta = L['early'], L['late'], L['delta']
-    lines = ['**Long training**', '', f"Each arm at +{late} against {c} at +{late} is in the tables above (the rows "
-             f"'<arm> +{late}'). Claim 1, deterioration: per run, its area cooled at +{late} minus its area cooled at "
-             f"+{e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired by "
-             f"seed (Holm within each family). Verdicts: {results['rule']['label']}.", '',
-             f"| arm | change +{e} -> +{late} (mean [95% CI]) | seeds | p | verdict | "
+    fixed = fixed_steps(results)
+    e, late, delta = point_text(L['early'], fixed), point_text(L['late'], fixed), L['delta']
+    at_e, at_late = at_point(L['early'], fixed), at_point(L['late'], fixed)
+    lines = ['**Long training**', '', f"Each arm {at_late} against {c} {at_late} is in the tables above (the rows "
+             f"'<arm> {late}'). Claim 1, deterioration: per run, its area cooled {at_late} minus its area cooled "
+             f"{at_e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired "
+             f"by seed (Holm within each family). Verdicts: {results['rule']['label']}.", '',
+             f"| arm | change {e} -> {late} (mean [95% CI]) | seeds | p | verdict | "
              f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |",
              '| --- |' + ' --- |' * 9]
     for arm, t in L['change'].items():
@@ -229,16 +261,16 @@ def long_training_tables(results):
                                                                          if v else
                                                                          ['control' if arm == c else '-'] + ['-'] * 4))
                      + ' |')
-    lines += ['', f"Secondary, the cooldown: the area cooled at +{late} minus the trunk's own final eval (at its stop, "
+    lines += ['', f"Secondary, the cooldown: the area cooled {at_late} minus the trunk's own final eval (at its stop, "
               f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a "
-              f"high-learning-rate effect? Compare the rows '<arm> +{late}' and '<arm> ... uncooled' above.", '',
+              f"high-learning-rate effect? Compare the rows '<arm> {late}' and '<arm> ... uncooled' above.", '',
               '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
     lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
     if L['mismatch']:
         lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
-                  f"layers, floor subtracted; none for no dropout): its mean at +{e} and +{late}, and its growth "
+                  f"layers, floor subtracted; none for no dropout): its mean {at_e} and {late}, and its growth "
                   f"per run.", '',
-                  f"| arm | token shift +{e} | token shift +{late} | growth (mean [95% CI]) | seeds | p | verdict |",
+                  f"| arm | token shift {e} | token shift {late} | growth (mean [95% CI]) | seeds | p | verdict |",
                   '| --- |' + ' --- |' * 6]
         for arm, m in L['mismatch'].items():
             at = ['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()]
@@ -260,11 +292,12 @@ def correlation_text(c):
 def variant_tables(results):
     """The final eval under each length-scaling variant beside the plain one: each arm's area, and
     each arm against its control under the same variant (secondary, Holm within the family)."""
-    arms, delta = results['arms'], results['rule'].get('delta', DELTA)
+    arms, delta, fixed = results['arms'], results['rule'].get('delta', DELTA), fixed_steps(results)
     variants = results['eval']['variants']
     lines = ['**Under length-scaling variants**', '', "The same cooled models evaluated plain and with RoPE rescaled "
              "at inference for each eval length L, s = L / T (the plain eval at 1x; `python eval_lengths.py "
-             "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over fit runs).", '',
+             "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over "
+             + ("every run measured" if fixed else "fit runs") + ").", '',
              '| arm | plain | ' + ' | '.join(variants) + ' |', '| --- | --- |' + ' --- |' * len(variants)]
     for name, arm in arms.items():
         if not arm.get('variants'):
@@ -275,13 +308,13 @@ def variant_tables(results):
         lines.append(f"| {name} | " + ' | '.join(cells) + ' |')
     lines += ['', "Each arm against its control under the same variant, paired by seed (secondary; Holm within the "
               "family at each point and variant):", '',
-              '| arm | variant | area - control (mean [95% CI]) | seeds | p (Holm) | verdict | never fit as 0: p (Holm) |',
-              '| --- |' + ' --- |' * 6]
+              f'| arm | variant | area - control (mean [95% CI]) | seeds | p (Holm) | verdict | {second_name(fixed)}: '
+              f'p (Holm) |', '| --- |' + ' --- |' * 6]
     for name, arm in arms.items():
         for v, out in arm.get('variants', {}).items():
             t = out.get('vs_control')
             if t and t['left_out']:
-                t0 = t['never_fit_as_0']
+                t0 = t[second_analysis(fixed)]
                 lines.append(f"| {name} | {v} | " + ' | '.join(diff_cells(t['left_out'], delta))
                              + f" | {holm_text(t0)} |")
     return lines + ['']
@@ -292,18 +325,19 @@ def holm_text(t):
 
 
 def comparisons_table(results):
-    """The study's own comparisons, a - b paired by seed, with never-fit runs left out and as 0."""
-    delta = results['rule'].get('delta', DELTA)
+    """The study's own comparisons, a - b paired by seed, with never-fit runs left out and as 0 (at fixed
+    steps: every run measured, and fit runs only)."""
+    delta, fixed = results['rule'].get('delta', DELTA), fixed_steps(results)
     late = results.get('long', {}).get('late')
     lines = ['**Comparisons**', '', "The study's own comparisons (`comparisons` in its config, fixed before the runs): "
              "a - b per seed, each side an arm's area (`arm@variant`: under that variant) or a difference of two "
              "(an interaction), sign-flip test, Holm within each family at each point"
-             + (f"; primary at +{late}, the other points secondary" if late else '') + '.', '',
+             + (f"; primary {at_point(late, fixed)}, the other points secondary" if late else '') + '.', '',
              '| point | family | a - b | mean [95% CI] | seeds | p (Holm) | verdict | leave one seed out | '
-             'never fit as 0: mean, p (Holm), verdict |', '| --- |' + ' --- |' * 8]
+             f'{second_name(fixed)}: mean, p (Holm), verdict |', '| --- |' + ' --- |' * 8]
     for t in results['comparisons']:
-        point = '-' if t['point'] is None else f"+{t['point']}"
-        t0 = t['never_fit_as_0']
+        point = '-' if t['point'] is None else point_text(t['point'], fixed)
+        t0 = t[second_analysis(fixed)]
         zero = '-' if not t0 else f"{t0['difference']:+.3f}, {holm_text(t0)}, {verdict(t0, delta)}"
         if t0 and t['left_out'] and decision(verdict(t0, delta)) != decision(verdict(t['left_out'], delta)):
             zero += ' (differs)'
@@ -362,11 +396,15 @@ def format_markdown(results):
         for name, arm in results['arms'].items():
             for seed in arm['seeds']:
                 points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
-                mark = ' †' if seed in arm['never_fit'] else ''
+                mark = ' †' if seed in arm['never_fit'] else ' (not fit by then)' if seed in arm.get(
+                    'not_fit_by_then', ()) else ''
                 lines.append(f"| {name} | {seed}{mark} | "
                              + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
         if any(a['never_fit'] for a in results['arms'].values()):
             lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
+        if any(a.get('not_fit_by_then') for a in results['arms'].values()):
+            lines += ['', "Not fit by then: the run's fit came after its point's step (or never); cooled and measured "
+                      "like the others, its area counts in the primary tests."]
         lines.append('')
     measured = {n: a for n, a in results['arms'].items() if a.get('mismatch')}
     if measured:

@@ -18,7 +18,8 @@ import sys
 
 import rundir
 
-from study.stats import DELTA, decision, fmt_p, range_text, t_interval, verdict
+from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, point_text, range_text, second_analysis,
+                         t_interval, verdict)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -45,17 +46,17 @@ LONG = 'study_long'    # once it has results, the headline is its picture: each 
 AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 
-def paired_row(claim, link, what, t, delta, holm_p=True, t0=None):
+def paired_row(claim, link, what, t, delta, holm_p=True, t0=None, fixed=False):
     """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives,
     with the interval that decides it where that is not the 95% one (equivalence: the 90% interval), and
-    the never-fit-as-0 analysis (t0) where its label differs."""
+    the never-fit-as-0 analysis (t0; at fixed steps, fit runs only) where its label differs."""
     ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
     text = verdict(t, delta)
     if decision(text) == 'equivalent':
         lo, hi = t.get('ci90') or t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90)
         text += f", 90% [{lo:+.3f}, {hi:+.3f}]"
     if t0 and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
-        text += f"; never fit as 0: {verdict(t0, delta)}"
+        text += f"; {'fit runs only' if fixed else 'never fit as 0'}: {verdict(t0, delta)}"
     return (f"| {claim} | {link} | {what}, {t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | "
             f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {text} |")
 
@@ -66,13 +67,13 @@ def long_rows(name, claims, res):
     the arms outside the sites family (weight decay); claims 3-4 (claims[1]): each site's cooled area
     late against the control's. A comparison with no paired runs yet (a study cut short) has no row."""
     link, L, c, delta = f"[{name}](results/{name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
-    e, late = L['early'], L['late']
+    e, late, fixed = L['early'], L['late'], fixed_steps(res)
     area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
     early = next((a['area']['mean'] for a in res['arms'].values() if (a['arm'], a.get('point')) == (c, e)), None)
     change, claim_1, sites = L['change'].get(c), [], []
     if change and c in area and early is not None:
-        claim_1.append(paired_row(claims[0], link, f"{c}: cooled area at +{e} -> +{late}, {early:.3f} -> "
-                                                   f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
+        what = f"{c}: cooled area {at_point(e, fixed)} -> {point_text(late, fixed)}, {early:.3f} -> "
+        claim_1.append(paired_row(claims[0], link, what + f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
     claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
                 for a, t in L['change_vs_control'].items()]
     for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
@@ -82,9 +83,9 @@ def long_rows(name, claims, res):
             if not t or c not in area:
                 continue
             row = paired_row(claims[1] if family == 'sites' else claims[0], link,
-                             f"{a} vs {c}, cooled area at +{late}: "
+                             f"{a} vs {c}, cooled area {at_point(late, fixed)}: "
                              f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta,
-                             t0=tests.get('never_fit_as_0'))
+                             t0=tests.get(second_analysis(fixed)), fixed=fixed)
             (sites if family == 'sites' else claim_1).append(row)
     return claim_1 + sites
 
@@ -99,20 +100,20 @@ def family_rows(name, claims, res):
     primary point (the late snapshot), family by family in the order of claims: an arm against the control,
     or a comparison a - b (each side an arm's area, plain or under a variant, or a difference of two)."""
     link, delta = f"[{name}](results/{name}/README.md)", res['rule'].get('delta', DELTA)
-    point = res.get('long', {}).get('late')
+    point, fixed = res.get('long', {}).get('late'), fixed_steps(res)
     at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
-    c, out = res['rule']['control'], []
+    c, out, second = res['rule']['control'], [], second_analysis(fixed)
     for family, claim in claims.items():
         for arm in res['rule']['families'].get(family, []):
             tests = (at.get((arm, point), {}).get('vs_control') or {}).get('area', {})
             if tests.get('left_out') and (c, point) in at:
-                what = (f"{arm} vs {c}" + (f" at +{point}" if point else '')
+                what = (f"{arm} vs {c}" + (f" {at_point(point, fixed)}" if point else '')
                         + f": {at[arm, point]['area']['mean']:.3f} vs {at[c, point]['area']['mean']:.3f}")
-                out.append(paired_row(claim, link, what, tests['left_out'], delta, t0=tests.get('never_fit_as_0')))
+                out.append(paired_row(claim, link, what, tests['left_out'], delta, t0=tests.get(second), fixed=fixed))
         for t in res.get('comparisons', []):
             if t['family'] == family and t['point'] == point and t['left_out']:
-                what = f"{side(t['a'])} - {side(t['b'])}" + (f" at +{point}" if point else '')
-                out.append(paired_row(claim, link, what, t['left_out'], delta, t0=t['never_fit_as_0']))
+                what = f"{side(t['a'])} - {side(t['b'])}" + (f" {at_point(point, fixed)}" if point else '')
+                out.append(paired_row(claim, link, what, t['left_out'], delta, t0=t[second], fixed=fixed))
     return out
 
 

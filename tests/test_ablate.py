@@ -427,6 +427,25 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
     assert 'one kind of point' in refused(mixed, '--dry_run')
 
 
+@pytest.mark.slow   # ~30 s: a trunk and two branches trained and evaluated; the default run covers the parts above
+def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_marked_there(tmp_path, capsys):
+    """End to end: a trunk at fixed steps that never fits (4 steps) writes its snapshots; its branches train
+    from them, are evaluated like it, and are summarized at their steps with their measured areas, marked
+    'not fit by then' in their records and tables."""
+    cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
+    ablate_here(cfg)
+    trunk = tmp_path / 'grid' / 'none' / 'seed1'
+    assert all((trunk / d / rundir.EVAL_CACHE).exists() for d in ('.', 'at2', 'at4'))
+    res = json.load(open(tmp_path / 'results' / 'results.json'))
+    assert [(n, a['not_fit_by_then'], list(a['area']['per_seed'])) for n, a in res['arms'].items()] == [
+        ('none at 4 uncooled', [1], ['1']), ('none at 2', [1], ['1']), ('none at 4', [1], ['1'])]
+    records = tmp_path / 'results' / 'runs' / 'none'
+    assert [json.load(open(records / f))['fit_by_then'] for f in ('seed1.json', 'seed1/at2.json', 'seed1/at4.json')] \
+        == [False] * 3
+    md = (tmp_path / 'results' / 'results.md').read_text()
+    assert '| none at 2 | 1 (not fit by then) |' in md and 'change at 2 -> at 4' in md
+
+
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
     cfg = study(tmp_path)
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
@@ -888,6 +907,77 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
         '| higher; never fit as 0: not resolved: [-0.026, +0.152] |')     # the never-fit seed 8 as 0 says otherwise
     plots.plot(res, {}, str(tmp_path))                      # one panel per variant (plots need matplotlib)
     assert (tmp_path / 'accuracy_by_variant.png').exists() or 'matplotlib is not installed' in capsys.readouterr().out
+
+
+def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_is_marked(tmp_path):
+    """Planted areas on 7 seeds of trunks at fixed steps 6000, 11000 and 16000: none 0.6, vpad 0.05 above
+    and rising 0.05 a point; none's seed 5 never fits (area 1.0 everywhere), vpad's seed 6 fits at 7000, in the
+    decay of its branch at 6000 (area 0.55 there): it is not fit by then at 6000, fit at 11000 and 16000.
+    Every run's measured area counts in the primary tests, the fit runs alone are tested beside them; the
+    tables name the points 'at <step>' and mark the runs not fit by then."""
+    noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001]
+    fits = {('none', 5): None, ('vpad', 6): 7000}
+
+    def run(arm, seed, point, area):
+        fit = fits.get((arm, seed), 3000)
+        end = 16000 if point == 'trunk' else point + 1000
+        log = [{'iter': i, 'length_eval': {'niah_single': {'1x': 0.5}},
+                'fit_iter': fit if fit is not None and fit <= i else None} for i in range(end - 1000, end + 1, 500)]
+        r = fake_run(tmp_path, f"{arm}/{point}", seed, 1.0, 2 * area - 1.0, log)     # area: the mean of 1x and 16x
+        yarn = {'block_size': 128, 'length_eval': {'niah_single': {'1x': 1.0, '16x': 2 * (area + 0.2) - 1.0}}}
+        return dataclasses.replace(r, arm=arm, point=point, cfg={'max_iters': 16000}, fixed_steps=True,
+                                   evals={'yarn': yarn} if point != 'trunk' else {})
+
+    def area(arm, seed, point):
+        if (arm, seed) == ('none', 5):
+            return 1.0
+        if (arm, seed, point) == ('vpad', 6, 6000):
+            return 0.55
+        return 0.6 + noise[seed - 1] + (0.05 * (1 + (point - 6000) // 5000) + noise[seed - 1] if arm == 'vpad' else 0)
+    runs = [run(arm, s, p, area(arm, s, 16000 if p == 'trunk' else p)) for s in range(1, 8) for arm in ('none', 'vpad')
+            for p in (6000, 11000, 16000, 'trunk')]
+    outcomes.find_fit(runs)
+    cfg = configure(abl.study_settings(), []) | {
+        'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 6000,
+        'late_snapshot': 16000, 'eval_variants': 'yarn', 'families': {'sites': ['vpad']},
+        'comparisons': {'yarn': [['vpad@yarn', 'none@yarn']]}}
+    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    assert set(res['arms']) == {f"{a} at {p}" for a in cfg['arms'] for p in ('6000', '11000', '16000', '16000 uncooled')}
+    early, late = res['arms']['vpad at 6000'], res['arms']['vpad at 16000']
+    assert (early['not_fit_by_then'], early['never_fit'], late['not_fit_by_then']) == ([6], [], [])
+    assert res['arms']['none at 11000']['not_fit_by_then'] == [5] and res['arms']['none at 11000']['fit'] == 6
+    assert early['area']['per_seed']['6'] == pytest.approx(0.55) and '6' not in early['area']['fit_runs_only']['per_seed']
+    t, fit_only = early['vs_control']['area']['left_out'], early['vs_control']['area']['fit_runs_only']
+    d = {s: area('vpad', s, 6000) - area('none', s, 6000) for s in range(1, 8)}
+    assert (len(t['seeds']), len(fit_only['seeds'])) == (7, 5) and 'never_fit_as_0' not in early['vs_control']['area']
+    assert t['difference'] == pytest.approx(sum(d.values()) / 7)
+    assert fit_only['difference'] == pytest.approx(sum(d[s] for s in (1, 2, 3, 4, 7)) / 5)
+    assert late['vs_control']['area']['left_out']['label'] == 'not resolved: [-0.044, +0.232]'    # none seed 5's 1.0
+    assert late['vs_control']['area']['fit_runs_only']['label'] == 'higher'
+    assert early['variants']['yarn']['area']['per_seed']['6'] == pytest.approx(0.75)      # measured under yarn too
+    L = res['long']
+    assert (L['fixed_steps'], L['early'], L['late']) == (True, 6000, 16000)
+    assert L['change']['vpad']['difference'] == pytest.approx(
+        sum(area('vpad', s, 16000) - area('vpad', s, 6000) for s in range(1, 8)) / 7)
+    assert [(t['point'], sorted(t)) for t in res['comparisons']] == [
+        (p, ['a', 'b', 'family', 'fit_runs_only', 'left_out', 'point']) for p in (6000, 11000, 16000)]
+    assert 'vpad@yarn vs none@yarn at 16000' in abl.labels(res)
+    md = tables.format_markdown(res)
+    for text in ('| vpad at 6000 | 7 (1) | 0.64 [0.60, 0.67], sd 0.039 | 0.65 [0.65, 0.66] |',
+                 '| fit runs only: paired difference, p (Holm) |',
+                 "| +0.150 (6 seeds), 0.031 (0.031): higher, unlike the primary's verdict |",
+                 '| vpad at 6000 | 6 (not fit by then) |', '| none at 16000 | 5 (not fit by then) |',
+                 '| arm | change at 6000 -> at 16000 (mean [95% CI])', '| at 16000 | yarn | vpad@yarn - none@yarn |',
+                 'primary at 16000, the other points secondary', '5 of 56 runs at their points were not fit by then',
+                 "Not fit by then: the run's fit came after", '| vpad at 16000 | yarn |', 'fit runs only: p (Holm) |'):
+        assert text in md, text
+    assert '+6000' not in md and 'never fit as 0' not in md and '†' not in md
+    from study import verdicts
+    rows = verdicts.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
+    assert rows[0].startswith('| c | [s](results/s/README.md) | vpad vs none at 16000: ') and \
+        rows[0].endswith('not resolved: [-0.044, +0.232]; fit runs only: higher |')
+    assert rows[1].startswith('| y | [s](results/s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
+    plots.plot(res, {}, str(tmp_path))
 
 
 def test_the_mismatch_correlation_is_also_given_within_each_arm():
