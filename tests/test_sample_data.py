@@ -19,7 +19,8 @@ from configurator import configure, settings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = 256  # block size of the test corpora (json_kv and vt need more than 128)
-VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5, "mqar": sd.MQAR_QUERIES}
+VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5, "mqar": sd.MQAR_QUERIES,
+               "mqar_haystack": sd.MQAR_QUERIES}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_examples_count_like_documents(tok, task):
         assert roundtrip(tok, ex.prompt + ex.answer + end)
         text = tok.decode(ex.prompt)
         for key in ex.keys:  # in the context and (but for vt's chain and mqar's later queries) in the question
-            assert text.count(key) >= (1 if task in ("vt", "mqar") else 2)
+            assert text.count(key) >= (1 if task in ("vt", "mqar", "mqar_haystack") else 2)
     with pytest.raises(ValueError, match=f"at least {m}"):
         sd.make_example(task, tok, m - 1, rng, "eval")
 
@@ -103,11 +104,11 @@ def test_example_and_document_are_the_same_tokens(tok):
         assert ids == ex.prompt + ex.answer + tok.encode(sd.END) and len(ids) == T and doc_ex == ex
         in_spans = {len(ex.prompt) + i for s, e in ex.value_spans for i in range(s, e)}
         assert mask == [int(i in in_spans) for i in range(T)]
-        if task != "mqar":   # the spans tile the answer: the mask is the answer
+        if not task.startswith("mqar"):   # the spans tile the answer: the mask is the answer
             assert mask == [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(tok.encode(sd.END))
 
 
-@pytest.mark.parametrize("task", [t for t in sd.TASKS if t != "mqar"])
+@pytest.mark.parametrize("task", [t for t in sd.TASKS if not t.startswith("mqar")])
 def test_value_spans_tile_the_answer(tok, task):
     """Scoring every span scores every answer token: the leading space and the separators too, so
     a model that puts END (or anything else) there is wrong."""
@@ -130,14 +131,15 @@ def test_min_length_is_the_shortest_document(tok):
     """The same counts as before the refactor (the corpus bytes depend on them), and a true bound:
     every draw fits at min_length; but for json_kv's UUIDs every draw has exactly that many."""
     before = {"niah_single": 77, "niah_multikey": 77, "niah_multivalue": 147, "niah_multiquery": 167,
-              "vt": 160, "json_kv": 178, "mqar": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES)}
+              "vt": 160, "json_kv": 178, "mqar": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES),
+              "mqar_haystack": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES) + sd.MQAR_CLEAR}
     assert {t: sd.min_length(t, tok) for t in sd.TASKS} == before
     rng, end = random.Random(0), tok.encode(sd.END)
     for task, m in before.items():
         sizes = set()
         for _ in range(300):
-            draw = sd.TASKS[task](tok, rng, rng.choice(["train", "eval"]))
-            sizes.add(draw.overhead() + len(draw.answer) + len(end))
+            draw = sd._draw(task, tok, rng, rng.choice(["train", "eval"]), 0.3)
+            sizes.add(draw.overhead() + draw.clear + len(draw.answer) + len(end))
         assert max(sizes) <= m and (task == "json_kv" or sizes == {m}), (task, sizes)
     uuid_tokens = len(tok.encode(sd.LONGEST_UUID))
     assert uuid_tokens == len(sd.LONGEST_UUID)  # one token per character: no UUID has more
@@ -321,7 +323,7 @@ def test_eval_keys_never_in_training_data_and_only_in_eval_examples(tok, tmp_pat
 
 def test_document_mask_marks_exactly_the_answer(tok):
     rng = random.Random(0)
-    for task in [t for t in sd.TASKS if t != "mqar"]:    # mqar's mask: test_mqar_layout
+    for task in [t for t in sd.TASKS if not t.startswith("mqar")]:    # mqar's mask: test_mqar_layout
         n = sd.min_length(task, tok)
         for total in (n, n + 1, n + 50):
             ids, mask, _ = sd.make_document(task, tok, total, rng)
