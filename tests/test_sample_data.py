@@ -318,6 +318,84 @@ def test_eval_keys_never_in_training_data_and_only_in_eval_examples(tok, tmp_pat
         assert all(sd.is_eval_key(k) == (split == "eval") for keys in found for k in keys), split
 
 
+def haystack_lines(tok, ex):
+    """mqar_haystack's prompt read back: (the positions of its key-value pairs, the keys' tokens)."""
+    keys = {tok.encode(" " + k)[0] for k in sd.MQAR_KEYS}
+    at = [i for i, t in enumerate(ex.prompt[:-1]) if t in keys]
+    return at, [ex.prompt[i] for i in at]
+
+
+def test_mqar_haystack_layout(tok):
+    """Each asked key occurs once before its query (the distractors' keys are other keys, their
+    values other values), the document's 4 pairs sit anywhere but the last MQAR_CLEAR tokens, so no
+    answer is within a short convolution's reach, and distractor lines are pairs too."""
+    rng, q = random.Random(0), 0.3
+    for length in [sd.min_length("mqar_haystack", tok)] + [64] * 50 + [1000] * 20:
+        ex = sd.make_example("mqar_haystack", tok, length, rng, "train", q)
+        at, keys = haystack_lines(tok, ex)
+        asked = [tok.encode(" " + k)[0] for k in ex.keys]
+        assert [keys.count(k) for k in asked] == [1, 1] and ex.prompt[-1] == asked[0]
+        pair_values = {ex.prompt[i + 1] for i, k in zip(at, keys) if k in asked}
+        assert pair_values == {v[0] for v in ex.values}
+        distractor_values = [ex.prompt[i + 1] for i, k in zip(at, keys) if k not in asked]
+        assert not pair_values & set(distractor_values)
+        assert all(re.fullmatch(r"\d\d", tok.decode([v])) for v in distractor_values)
+        assert min(sd.answer_distances(ex)) > sd.MQAR_CLEAR
+        assert roundtrip(tok, ex.prompt + ex.answer)
+
+
+def test_mqar_haystack_distractors_grow_with_the_length_and_pairs_sit_at_uniform_depths(tok):
+    """The count of distractor pairs is the haystack's tokens over the mean line's (q x 2 tokens +
+    (1 - q) x the noise line's) times q, at 8x as at 64x; without distractors there are none. The
+    depth of the asked keys' pairs (their place in the part of the prompt a pair may take) is
+    uniform: its quartiles sit at 1/4, 1/2, 3/4, where mqar's pairs all sit at the top."""
+    noise = len(tok.encode(sd.NOISE))
+    for q in (0.1, 0.3):
+        rate = q / (2 * q + (1 - q) * noise)
+        for length, n in ((512, 60), (4096, 12)):
+            found = sum(len(haystack_lines(tok, ex)[0]) - sd.MQAR_PAIRS
+                        for ex in sd.eval_examples("mqar_haystack", tok, length, n, distractors=q))
+            haystack = length - sd.min_length("mqar_haystack", tok) + sd.MQAR_CLEAR
+            assert abs(found / n / (rate * haystack) - 1) < 0.1, (q, length, found / n, rate * haystack)
+    assert all(len(haystack_lines(tok, ex)[0]) == sd.MQAR_PAIRS
+               for ex in sd.eval_examples("mqar_haystack", tok, 2048, 5, distractors=0.0))
+    for task, quartiles in (("mqar_haystack", (0.25, 0.5, 0.75)), ("mqar", (0, 0, 0))):
+        depths = []
+        for ex in sd.eval_examples(task, tok, 1024, 400, distractors=0.2 if task == "mqar_haystack" else 0.0):
+            free = len(ex.prompt) - 1 - sd.MQAR_CLEAR if task == "mqar_haystack" else len(ex.prompt)
+            depths += [ex.prompt.index(tok.encode(" " + k)[0]) / free for k in ex.keys]
+        got = np.quantile(depths, [0.25, 0.5, 0.75])
+        assert np.allclose(got, quartiles, atol=0.04), (task, got)
+
+
+def test_the_absent_key_probe_leaves_no_asked_key_in_a_haystack(tok):
+    """The probe's keys are absent from the whole prompt, distractors included: each occurs only
+    where it is asked (the question, and the answer's later query)."""
+    for length in (64, 4096):
+        plain = sd.eval_examples("mqar_haystack", tok, length, 10, distractors=0.3)
+        for ex, probe in zip(plain, sd.eval_examples("mqar_haystack", tok, length, 10, absent_key=True,
+                                                      distractors=0.3)):
+            new = [tok.encode(" " + k)[0] for k in sd.MQAR_KEYS if tok.encode(" " + k)[0] not in ex.prompt]
+            asked = [probe.prompt[-1], probe.answer[1]]
+            assert all(k in new for k in asked) and probe.prompt[:-1].count(asked[0]) == 0
+            assert asked[1] not in probe.prompt and len(probe.prompt) == len(ex.prompt)
+
+
+def test_distractors_are_a_setting_of_the_corpus_and_only_of_mqar_haystack(tmp_path):
+    """meta.json keeps it for a corpus of mqar_haystack (and the shortcut share at the short
+    convolutions' reach is 0), keeps no such key for any other corpus, and a value outside [0, 1)
+    or for a corpus without mqar_haystack is refused naming the key."""
+    meta = sd.prepare(str(tmp_path / "h"), 64, 20000, tasks="mqar_haystack", min_doc_len=40, distractors=0.2,
+                      progress=False)
+    assert meta["distractors"] == 0.2 and sd.beyond_reach(meta, 6) == 1.0
+    assert "--distractors=0.2" in sd.regenerate(str(tmp_path / "h"), meta)
+    assert "distractors" not in sd.prepare(str(tmp_path / "m"), 64, 20000, tasks="mqar", progress=False)
+    for q, tasks in ((1.0, "mqar_haystack"), (-0.1, "mqar_haystack"), (0.2, "mqar")):
+        with pytest.raises(ValueError, match="distractors="):
+            sd.prepare(str(tmp_path / "x"), 64, 20000, tasks=tasks, distractors=q, progress=False)
+    assert not os.path.exists(tmp_path / "x" / sd.META)
+
+
 # -----------------------------------------------------------------------------
 # documents and the corpus
 
