@@ -291,6 +291,21 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
     assert 'vpad vs none, cooled area at +10000: 0.500 vs 0.400, +0.100' in rows[4] and rows[4].endswith('| higher |')
 
 
+def test_study_scalings_weight_decay_family_is_corrected_over_both_its_tests():
+    """study_scaling's config pre-registered one weight decay family of two tests, none_wd against none at +4000
+    and its change from +1000 against none's; its summary now corrects them together (Holm over 2), where
+    each was corrected alone before: none_wd - none, p 0.036, is not resolved after Holm."""
+    import copy
+    from study import outcomes, verdicts
+    res = verdicts.load('study_scaling')
+    t = res['arms']['none_wd +4000']['vs_control']['area']['left_out']
+    change = res['long']['change_vs_control']['none_wd']
+    assert [t['p_holm'], change['p_holm']] == stats.holm([t['p'], change['p']])
+    assert stats.fmt_p(t['p_holm']) == '0.071' and stats.verdict(t, 0.05).startswith('not resolved after Holm')
+    assert res['rule_change']['labels']['none_wd +4000 vs none +4000'][0] == 'lower'      # the old rule's
+    assert outcomes.rederive(copy.deepcopy(res)) == res        # study.tables, from its numbers, gives the same
+
+
 def test_the_readme_verdict_table_is_what_the_committed_results_give():
     """The table between the README's markers is regenerated from results/*/results.json: a figure
     typed by hand, or a result committed without rerunning `python -m study.verdicts`, fails here."""
