@@ -242,9 +242,6 @@ def long_training(arms_out, cfg):
             out['mismatch'][arm] = {'token_shift': {str(p): mean_ci(list(v.values()))[0] if v else None
                                                     for p, v in shift.items()},
                                     'growth': area_test(shift[late], shift[early], delta)}
-    for m in out['mismatch'].values():           # a shift in eval sds, not area: no margin for 'equivalent'
-        if m['growth']:
-            adjust([m['growth']], 0.0)
     out['change_vs_control'] = {}
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
@@ -466,6 +463,9 @@ def rederive(results):
             if t:
                 families[('cooldown', a, 'alone')] = [t]
                 built.append((t, {f"{a} +{late}": areas(a, late), f"{a} uncooled": areas(a, 'trunk')}))
+        for m in L.get('mismatch', {}).values():      # a shift in eval sds, not area: no margin (delta 0)
+            if m.get('growth'):
+                adjust([m['growth']], 0.0)
     names = {a.get('arm', n) for n, a in arms.items()}
     for t in results.get('comparisons', []):
         terms = [x for side in (t['a'], t['b']) for x in parse_term(side, names, results['eval'].get('variants', []))]

@@ -134,7 +134,7 @@ def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
         return 'not resolved: one seed' + ', at the ceiling' * ceiling
     near_p = p_holm is not None and abs(p_holm - alpha) <= MARGIN
     bound = max(-ci90[0], ci90[1]) if ci90 else None          # the 90% interval's bound farthest from 0
-    near_bound = bound is not None and abs(bound - delta) <= MARGIN
+    near_bound = delta > 0 and bound is not None and abs(bound - delta) <= MARGIN     # (delta 0: no margin to be at)
     at_bound = f" (at the margin: 90% bound {bound:.3f})" if near_bound else ''
     interval = f"[{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
     if p_holm is not None and p_holm <= alpha:

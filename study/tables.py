@@ -241,7 +241,8 @@ def long_training_tables(results):
                   '| --- |' + ' --- |' * 6]
         for arm, m in L['mismatch'].items():
             at = ['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()]
-            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], delta)) + ' |')
+            # a shift in eval sds, not area: no margin of area applies (delta 0), as outcomes.rederive labels it
+            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], 0.0)) + ' |')
         r = L['mismatch_vs_change']
         lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
                   f"dropout; 95% intervals by Fisher's z): {correlation_text(r)}; within each arm (the arms' "

@@ -115,6 +115,7 @@ def test_a_bound_at_the_margin_of_equivalence_is_marked():
     assert stats.label(0.01, [0.01, 0.048], [0.005, 0.052], 0.05, ceiling=True) == \
         'higher, within +-0.05 (at the margin: 90% bound 0.048), at the ceiling'
     assert stats.decision('higher, within +-0.05, at the ceiling') == 'higher'
+    assert stats.label(0.5, [-0.002, 0.003], [-0.002, 0.003], 0.0) == 'not resolved: [-0.002, +0.003]'   # no margin
 
 
 def test_leave_one_out_names_the_seeds_a_verdict_rests_on():
