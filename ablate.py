@@ -106,9 +106,11 @@ deteriorate_multiple = 0   # > 0: a fit run deteriorates when its quick-eval acc
 deteriorate_drop = 0.2     # ... this much below its running maximum since the fit
 deteriorate_evals = 2      # ... at this many quick evals in a row
 delta = 0.05               # the smallest area difference of interest: a comparison whose 90% interval lies inside
-                           # +-delta reads "equivalent within +-delta"
+                           # +-delta reads "equivalent within +-delta" (resolved: "higher, within +-delta")
 families = {}              # Holm families: name -> the arms tested against the control together
-                           # ({}: every arm, one family)
+                           # ({}: every arm, one family); in a study of snapshots an entry "arm's change" (the arm
+                           # also listed) tests its change early -> late against the control's in the family at
+                           # late_snapshot (else each family's changes are corrected together, apart)
 comparisons = {}           # the study's own paired comparisons, beyond each arm against the control: family name ->
                            # [[a, b], ...], a - b tested, each side 'arm', 'arm@variant' or a difference 'x - y' of
                            # those (an interaction); Holm within each family, at each cooled point
@@ -140,7 +142,7 @@ from study.evals import (eval_command, evaluate, evaluated as is_evaluated, meas
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.reproduce import reproduce as retrain_committed  # noqa: E402
-from study.stats import at_point, fixed_steps  # noqa: E402
+from study.stats import CHANGE, at_point, fixed_steps  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
 from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progress, open_train_log, ready,  # noqa: E402
                         state, stop_trainers, tag, to_train, trainer_env)
@@ -242,10 +244,18 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         fail(f"delta={cfg['delta']} must be in (0, 1]: it is a difference of areas")
     in_family = [a for arms in cfg['families'].values() for a in (arms if isinstance(arms, list) else [None])]
     for a in in_family:
-        if a not in cfg['arms'] or a == cfg['control']:
+        arm = a.removesuffix(CHANGE) if isinstance(a, str) else a
+        if arm not in cfg['arms'] or arm == cfg['control']:
             fail(f"families={cfg['families']!r}: each family is a list of the arms tested against "
                  f"control={cfg['control']!r}, other than it "
-                 f"({', '.join(n for n in cfg['arms'] if n != cfg['control'])})")
+                 f"({', '.join(n for n in cfg['arms'] if n != cfg['control'])}), and of the changes it tests "
+                 f"with them (\"arm{CHANGE}\")")
+    changes = [(f, a) for f, arms in cfg['families'].items() if isinstance(arms, list) for a in arms
+               if a.endswith(CHANGE)]
+    for family, a in changes:
+        if a.removesuffix(CHANGE) not in cfg['families'][family]:
+            fail(f"families[{family!r}] names {a!r}: the change of an arm the family lists; add "
+                 f"{a.removesuffix(CHANGE)!r} to it")
     for a in cfg['reuse']:
         if a not in cfg['arms'] or not isinstance(cfg['reuse'][a], str):
             fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' "
@@ -316,6 +326,9 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         fail("arms " + ', '.join(a for a, f in kinds.items() if f) + " keep snapshots at fixed steps "
              "(snapshots_at_iter), " + ', '.join(a for a, f in kinds.items() if not f) + " past the fit "
              "(snapshots_after_fit): a study compares its arms at one kind of point; give every arm the same")
+    if changes and not any(r.point == 'trunk' for r in runs):
+        fail(f"families={cfg['families']!r} names a change ({changes[0][1]!r}), from early_snapshot to late_snapshot: "
+             f"only a study of snapshots (snapshots_after_fit or snapshots_at_iter) has one")
     return runs
 
 

@@ -97,6 +97,7 @@ def check_config(cfg, defaults, here=True):
         tok = sample_data.build_tokenizer()
         model = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=tok.vocab_size)
         trained, _ = sample_data.parse_tasks(cfg['tasks'])
+        sample_data.check_distractors(cfg['distractors'], trained)
         for t in trained:
             if cfg['block_size'] < sample_data.min_length(t, tok):
                 raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "

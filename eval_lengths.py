@@ -219,10 +219,11 @@ def accuracy(values_correct):
     return sum(sum(v) / len(v) for v in values_correct) / len(values_correct)
 
 
-def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant=''):
+def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant='', distractors=0.0):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
     (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys);
-    variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size.
+    variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size;
+    distractors: mqar_haystack's, as the run's corpus has it.
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
@@ -231,7 +232,7 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     why = too_many_examples(n, length)
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
-    examples = sample_data.eval_examples(task, tok, length, n, seed=seed, absent_key=absent_key)
+    examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors)
     T = model.config.block_size
     scaling = LengthScaling(*parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []
@@ -245,7 +246,7 @@ def trained_tasks(train_cfg):
 
 
 def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
-                leave=True, variant=''):
+                leave=True, variant='', distractors=0.0):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
     task's shortest document or would not fit in memory (each skip printed with its reason).
@@ -258,7 +259,7 @@ def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, abs
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
         else:
             try:
-                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant)
+                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant, distractors)
             except (MemoryError, torch.OutOfMemoryError) as e:
                 tqdm.write(f"{task} at {m}x skipped: {rundir.first_line(e)}")
                 if str(device).startswith('cuda'):
@@ -287,10 +288,11 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     task_names = task_names or trained
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
+    distractors = train_cfg.get('distractors', 0.0)      # mqar_haystack's, as the run trained on it
     t0 = time.time()
     with torch.autocast('cuda', dtype=torch.bfloat16, enabled=bf16_on_gpu(device, train_cfg.get('dtype', 'auto'))):
         accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run,
-                           variant=variant)
+                           variant=variant, distractors=distractors)
     named = {}
     if variant:
         rope, logit = parse_variant(variant)
@@ -298,6 +300,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
                  'scale': 's = L / block_size at each length'}
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,
+            **({'distractors': distractors} if distractors else {}),
             'elapsed_s': round(time.time() - t0, 1), 'provenance': rundir.provenance(device), 'length_eval': accs}
 
 

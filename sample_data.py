@@ -13,6 +13,8 @@ Tasks (wording follows RULER's scripts/data/synthetic and HELMET's json_kv):
     json_kv          HELMET's JSON key-value retrieval with UUID keys and values
     mqar             Zoology's multi-query associative recall: 4 single-token key-value pairs
                      open the document, 2 queries close it (the one task here that needs the key)
+    mqar_haystack    mqar's pairs at random depths in a haystack whose lines are, with probability
+                     `distractors`, pairs of other keys: their number grows with the length
 
 Lengths count whole documents: a training document and an evaluation example of length L both
 hold L tokens of prompt + answer + END, so an example at 1x block_size is as long as the longest
@@ -63,6 +65,7 @@ tasks = 'niah_single'         # task[:weight],... e.g. niah_single,niah_multikey
 data_seed = 1337              # seeds the corpus (train.py's seed is for init and batches)
 val_tokens = 0                # validation tokens; 0: max(block_size, num_tokens // 50)
 min_doc_len = 0               # shortest training document in tokens; 0: each task's own minimum
+distractors = 0.0             # mqar_haystack only: the chance that a haystack line is a distractor pair
 reach = 0                     # report the share of training answers farther than this from their
                               # value (train.py prints it for its window layers' reach)
 
@@ -289,6 +292,7 @@ class _Draw:
     values: list
     keys: list         # the key strings the question is about
     line: object       # () -> token ids of the next haystack line
+    clear: int = 0     # the fewest haystack tokens between the last needle and the tail
 
     def overhead(self):
         return len(self.head) + len(self.tail) + sum(len(n) for n in self.needles)
@@ -387,7 +391,7 @@ MQAR_PAIRS = 4      # Zoology's smallest setting (4 pairs at 64 tokens); with 8,
 MQAR_QUERIES = 2
 MQAR_KEYS = [a for a in ADJECTIVES if a != 'green']    # " green" is in the noise haystack
 
-def _draw_mqar(tok, rng, split):
+def _draw_mqar(tok, rng, split, distractors=None):
     keys, values = rng.sample(MQAR_KEYS, MQAR_PAIRS), rng.sample(range(100), MQAR_PAIRS)
     key_ids = [tok.encode(" " + k) for k in keys]
     value_ids = [tok.encode(f"{v:02d}") for v in values]
@@ -401,8 +405,27 @@ def _draw_mqar(tok, rng, split):
         spans.append((len(answer), len(answer) + len(value_ids[q])))
         answer += value_ids[q]
     noise = tok.encode(NOISE)
-    return _Draw(pairs, [], key_ids[asked[0]], answer, spans, [value_ids[q] for q in asked],
-                 keys=[keys[q] for q in asked], line=lambda: noise)
+    given = (key_ids[asked[0]], answer, spans, [value_ids[q] for q in asked])
+    if distractors is None:                                  # mqar: the pairs open the document
+        return _Draw(pairs, [], *given, keys=[keys[q] for q in asked], line=lambda: noise)
+    # mqar_haystack: each pair is a needle (a uniformly random line boundary, as niah's), and each
+    # haystack line is, with probability `distractors`, a pair of a key that is none of the document's
+    # (so every asked key occurs once before its query) and a value that is none of its values (so a
+    # value's only copy is its pair's); otherwise the noise sentence. Lines are i.i.d., so the count of
+    # distractors grows in proportion to the length.
+    other_keys = [k for k in MQAR_KEYS if k not in keys]
+    other_values = [v for v in range(100) if v not in values]
+    def line():
+        if rng.random() < distractors:
+            return tok.encode(" " + rng.choice(other_keys)) + tok.encode(f"{rng.choice(other_values):02d}")
+        return noise
+    return _Draw([], [k + v for k, v in zip(key_ids, value_ids)], *given, keys=[keys[q] for q in asked],
+                 line=line, clear=MQAR_CLEAR)
+
+# mqar_haystack: no pair within this many tokens of the question, beyond the reach of the short
+# convolutions (2 layers x 3 positions reach 6, 4 layers 12). Without it a local layer could copy 31%
+# of the training answers (documents of 40..64 tokens, distractors=0.2: 3000 drawn, distance <= 6)
+MQAR_CLEAR = 12
 
 TASKS = {
     'niah_single': lambda tok, rng, split: _draw_niah(tok, rng, split),
@@ -412,7 +435,12 @@ TASKS = {
     'vt': _draw_vt,
     'json_kv': _draw_json_kv,
     'mqar': _draw_mqar,
+    'mqar_haystack': lambda tok, rng, split, distractors: _draw_mqar(tok, rng, split, distractors),
 }
+DISTRACTED = ('mqar_haystack',)     # the tasks that read `distractors` (a corpus setting: meta.json keeps it)
+
+def _draw(task, tok, rng, split, distractors=0.0):
+    return TASKS[task](tok, rng, split, distractors) if task in DISTRACTED else TASKS[task](tok, rng, split)
 
 @functools.cache
 def min_length(task, tok):
@@ -422,8 +450,8 @@ def min_length(task, tok):
     if task == 'json_kv':
         draw = _draw_json_kv(tok, random.Random(0), 'eval', key=LONGEST_UUID, value=LONGEST_UUID)
     else:
-        draw = TASKS[task](tok, random.Random(0), 'eval')
-    return draw.overhead() + len(draw.answer) + len(tok.encode(END))
+        draw = _draw(task, tok, random.Random(0), 'eval')
+    return draw.overhead() + draw.clear + len(draw.answer) + len(tok.encode(END))
 
 # -----------------------------------------------------------------------------
 # assembling an example of an exact length
@@ -440,46 +468,54 @@ def _assemble(draw, length, rng):
             break
         lines.append(ids)
         budget -= len(ids)
-    # needle depth: each needle goes to a uniformly random line boundary (0 = top, len = bottom);
-    # sorted boundaries keep the needles' order (vt's chain must read top to bottom)
-    slots = sorted(rng.randint(0, len(lines)) for _ in draw.needles)
+    # needle depth: each needle goes to a uniformly random line boundary (0 = top, len = bottom), of
+    # those with at least draw.clear haystack tokens below; sorted boundaries keep the needles' order
+    # (vt's chain must read top to bottom)
+    last, below = len(lines), 0
+    while below < draw.clear:
+        last -= 1
+        below += len(lines[last])
+    slots = sorted(rng.randint(0, last) for _ in draw.needles)
     for slot, needle in reversed(list(zip(slots, draw.needles))):  # from the bottom: slots stay valid
         lines.insert(slot, needle)
     out = draw.head + [i for ids in lines for i in ids] + draw.tail
     assert len(out) == length, (len(out), length)
     return out
 
-def make_example(task, tok, length, rng, split='eval'):
+def make_example(task, tok, length, rng, split='eval', distractors=0.0):
     """An example of exactly `length` tokens counted like a training document: prompt + answer +
-    END. rng: a random.Random. split='eval' uses only held-out keys, 'train' never does."""
+    END. rng: a random.Random. split='eval' uses only held-out keys, 'train' never does.
+    distractors: mqar_haystack's share of distractor lines (the corpus' setting)."""
     assert split in ('train', 'eval'), split
     if length < min_length(task, tok):
         raise ValueError(f"{task} needs at least {min_length(task, tok)} tokens, got length={length}")
-    draw = TASKS[task](tok, rng, split)
+    draw = _draw(task, tok, rng, split, distractors)
     prompt = _assemble(draw, length - len(draw.answer) - len(tok.encode(END)), rng)
     return Example(task, split, prompt, draw.answer, draw.values, draw.value_spans, draw.keys)
 
-def eval_examples(task, tok, length, n, seed=0, absent_key=False):
+def eval_examples(task, tok, length, n, seed=0, absent_key=False, distractors=0.0):
     """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams.
-    absent_key: the same examples with every asked key swapped for one absent from the prompt."""
+    absent_key: the same examples with every asked key swapped for one absent from the prompt.
+    distractors: as the run's corpus (mqar_haystack)."""
     rng = random.Random(f"eval:{seed}:{task}:{length}")
-    examples = [make_example(task, tok, length, rng, 'eval') for _ in range(n)]
+    examples = [make_example(task, tok, length, rng, 'eval', distractors) for _ in range(n)]
     if absent_key:
         probe_rng = random.Random(f"absent:{seed}:{task}:{length}")
         examples = [with_absent_keys(ex, tok, probe_rng) for ex in examples]
     return examples
 
-PROBED_TASKS = ('niah_single', 'mqar')
+PROBED_TASKS = ('niah_single', 'mqar', 'mqar_haystack')
 
 def with_absent_keys(ex, tok, rng):
     """The key probe: ex with every asked key, wherever it is asked (after its first occurrence,
     which defines it), replaced by a held-out key of as many tokens that the prompt never mentions.
     The gold answer stays: a model that reads the key can no longer find it (accuracy falls to
-    chance, 1 / MQAR_PAIRS for mqar), one that ignores the key keeps its accuracy."""
+    chance, 1 / MQAR_PAIRS for mqar; lower with distractors, whose values are candidates too), one
+    that ignores the key keeps its accuracy."""
     if ex.task not in PROBED_TASKS:
         raise ValueError(f"the absent-key probe is defined for {', '.join(PROBED_TASKS)}, not {ex.task}")
     taken = set(re.findall(r"[a-z]+", tok.decode(ex.prompt)))        # every word the prompt has
-    pool = MQAR_KEYS if ex.task == 'mqar' else EVAL_WORD_KEYS
+    pool = MQAR_KEYS if ex.task.startswith('mqar') else EVAL_WORD_KEYS
     seq = ex.prompt + ex.answer
     for key in ex.keys:
         old = tok.encode(" " + key)
@@ -494,10 +530,10 @@ def with_absent_keys(ex, tok, rng):
             seq[i:i + len(old)] = new
     return Example(ex.task, ex.split, seq[:len(ex.prompt)], seq[len(ex.prompt):], ex.values, ex.value_spans, ex.keys)
 
-def make_document(task, tok, length, rng, split='train'):
+def make_document(task, tok, length, rng, split='train', distractors=0.0):
     """A training document (the tokens of make_example, END included), its loss mask (1 exactly on
     the value spans' tokens, the targets the model is trained to predict) and the example."""
-    ex, end = make_example(task, tok, length, rng, split), tok.encode(END)
+    ex, end = make_example(task, tok, length, rng, split, distractors), tok.encode(END)
     mask = [0] * (len(ex.prompt) + len(ex.answer) + len(end))
     for s, e in ex.value_spans:
         mask[len(ex.prompt) + s: len(ex.prompt) + e] = [1] * (e - s)
@@ -521,7 +557,7 @@ def answer_distances(ex):
 CHUNK_ROWS = 256  # rows generated from one seed; chunks are independent, so the bytes never
                   # depend on how the work is split
 
-def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, distances=None):
+def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, distances=None, distractors=0.0):
     """n_rows rows of block_size tokens, each filled with whole documents of random lengths (at
     least min_doc_len); the space left at the end of a row (too short for any document) is noise
     filler, mask 0. distances: a histogram (numpy, indexed by distance) that answer_distances of
@@ -539,7 +575,7 @@ def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, dis
                 break
             i = rng.choices(fits, [weights[i] for i in fits])[0]
             n = rng.randint(shortest[i], left)
-            ids[pos:pos + n], mask[pos:pos + n], ex = make_document(tasks[i], tok, n, rng, 'train')
+            ids[pos:pos + n], mask[pos:pos + n], ex = make_document(tasks[i], tok, n, rng, 'train', distractors)
             if distances is not None:
                 np.add.at(distances, answer_distances(ex), 1)
             pos, left = pos + n, left - n
@@ -548,7 +584,7 @@ def _pack_chunk(tok, tasks, weights, block_size, n_rows, rng, min_doc_len=0, dis
 
 
 def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, data_dir, progress, min_doc_len=0,
-                 distances=None):
+                 distances=None, distractors=0.0):
     """Stream n_rows rows (+1 trailing filler token, so y = stream[i*T+1:(i+1)*T+1] exists)."""
     with open(os.path.join(data_dir, f'{split}.bin'), 'wb') as f_ids, \
             open(os.path.join(data_dir, f'{split}_mask.bin'), 'wb') as f_mask, \
@@ -556,7 +592,7 @@ def _write_split(tok, tasks, weights, block_size, n_rows, data_seed, split, data
         for c, start in enumerate(range(0, n_rows, CHUNK_ROWS)):
             rows = min(CHUNK_ROWS, n_rows - start)
             rng = random.Random(f"{data_seed}:{split}:{c}")
-            ids, mask = _pack_chunk(tok, tasks, weights, block_size, rows, rng, min_doc_len, distances)
+            ids, mask = _pack_chunk(tok, tasks, weights, block_size, rows, rng, min_doc_len, distances, distractors)
             ids.tofile(f_ids)
             mask.tofile(f_mask)
             bar.update(rows * block_size)
@@ -589,7 +625,7 @@ def parse_tasks(tasks, key='tasks', weighted=True):
     return names, weights
 
 def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=1337,
-            val_tokens=0, min_doc_len=0, progress=True):
+            val_tokens=0, min_doc_len=0, progress=True, distractors=0.0):
     """Write the packed corpus to data_dir (see the module docstring); -> its meta. Every argument is
     checked before anything is written (a ValueError naming the key). meta.json is removed first
     and written last, so a folder with meta.json is always complete."""
@@ -604,6 +640,7 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
         raise ValueError(f"val_tokens={val_tokens} must be positive, or 0 for max(block_size, num_tokens // 50)")
     if not 0 <= min_doc_len <= block_size:
         raise ValueError(f"min_doc_len={min_doc_len} must be in 0..block_size ({block_size}); 0 = each task's minimum")
+    check_distractors(distractors, names)
     if not data_dir:
         raise ValueError("data_dir is empty; name a folder, e.g. --data_dir=data/niah")
     try:
@@ -623,13 +660,14 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
     val_tokens = val_tokens or max(block_size, num_tokens // 50)
     distances = np.zeros(block_size + 1, dtype=np.int64)      # of the training answers' value tokens
     written = {split: _write_split(tok, names, weights, block_size, max(1, n // block_size), data_seed, split,
-                                   data_dir, progress, min_doc_len, distances if split == 'train' else None)
+                                   data_dir, progress, min_doc_len, distances if split == 'train' else None,
+                                   distractors)
                for split, n in (('train', num_tokens), ('val', val_tokens))}
     tok.save(os.path.join(data_dir, rundir.TOKENIZER))
     meta = dict(version=VERSION, tokenizer=tok.name, vocab_size=tok.vocab_size, block_size=block_size,
                 tasks=dict(zip(names, weights)), data_seed=data_seed, num_tokens=num_tokens,
                 train_tokens=written['train'], val_tokens=written['val'], min_doc_len=min_doc_len,
-                answer_distances=distances.tolist(),
+                **distractor_setting(distractors, names), answer_distances=distances.tolist(),
                 sha256={f: file_sha256(os.path.join(data_dir, f)) for f in CHECKSUMMED})
     rundir.write_atomic(meta_path, json.dumps(meta, indent=2).encode())
     return meta
@@ -643,7 +681,7 @@ def make_corpus(cfg, then):
     def generate():
         print(f"generating {cfg['data_dir']} ({cfg['tasks']}, {cfg['num_tokens']:,} tokens)")
         prepare(cfg['data_dir'], cfg['block_size'], cfg['num_tokens'], tasks=cfg['tasks'], data_seed=cfg['data_seed'],
-                min_doc_len=cfg['min_doc_len'])
+                min_doc_len=cfg['min_doc_len'], distractors=cfg['distractors'])
     if not os.path.exists(meta):
         with rundir.writing(cfg['data_dir'], 'the corpus', then):
             rundir.make_once(cfg['data_dir'], lambda: os.path.exists(meta), generate)
@@ -668,7 +706,8 @@ def regenerate(data_dir, meta=None):
     tasks = ','.join(t if w == 1 else f"{t}:{w:g}" for t, w in meta['tasks'].items())
     return (f"python sample_data.py --data_dir={data_dir} --block_size={meta['block_size']} "
             f"--num_tokens={meta['num_tokens']} --tasks={tasks} --data_seed={meta['data_seed']} "
-            f"--min_doc_len={meta['min_doc_len']}")
+            f"--min_doc_len={meta['min_doc_len']}" + (f" --distractors={meta['distractors']}" if 'distractors' in meta
+                                                      else ""))
 
 
 def load_meta(data_dir):
@@ -793,8 +832,26 @@ def load_split(data_dir, split):
 
 def corpus_settings(cfg):
     """The settings of a train.py / sample_data.py config that decide its corpus, as meta.json keeps them."""
+    names, weights = parse_tasks(cfg['tasks'])
     return dict(block_size=cfg['block_size'], num_tokens=cfg['num_tokens'], data_seed=cfg['data_seed'],
-                min_doc_len=cfg['min_doc_len'], tasks=dict(zip(*parse_tasks(cfg['tasks']))))
+                min_doc_len=cfg['min_doc_len'], tasks=dict(zip(names, weights)),
+                **distractor_setting(cfg['distractors'], names))
+
+
+def check_distractors(distractors, tasks):
+    """distractors in [0, 1), and set only for a task that reads it: a ValueError naming the key."""
+    if not 0 <= distractors < 1:
+        raise ValueError(f"distractors={distractors} must be in [0, 1): the chance that a haystack line is a "
+                         f"distractor pair")
+    if distractors and not set(tasks) & set(DISTRACTED):
+        raise ValueError(f"distractors={distractors} is read by {', '.join(DISTRACTED)} only, and tasks="
+                         f"{','.join(tasks)} has none: drop it, or add mqar_haystack")
+
+
+def distractor_setting(distractors, tasks):
+    """The corpus setting as meta.json keeps it: only for a corpus of a task that reads it, so every
+    other corpus' meta.json is what it was before the setting existed."""
+    return {'distractors': distractors} if set(tasks) & set(DISTRACTED) else {}
 
 
 def refuse_other_settings(cfg):

@@ -52,6 +52,7 @@ num_tokens = 6_000_000     # training tokens to generate when data_dir is empty
 data_seed = 1337           # seeds the corpus; `seed` never changes it
 loss_on = 'answers'        # 'answers': loss only on answer tokens; 'all': LM loss
 min_doc_len = 40           # shortest training document in tokens (0 = each task's own minimum)
+distractors = 0.0          # mqar_haystack: the chance that a haystack line is a distractor pair
 block_size = 64            # the training length: the longest training document
 batch_size = 32            # rows per micro-batch
 gradient_accumulation_steps = 1  # micro-batches per optimizer step, over all processes together
@@ -340,7 +341,7 @@ def length_eval(run, final):
     with procs.autocast():
         accs = eval_lengths.length_eval(run.model, run.tok, run.checked.eval_tasks, multiples,
                                         cfg['eval_samples'], cfg['eval_batch_size'], procs.device,
-                                        progress=f"eval {run.iter_num}", leave=False)
+                                        progress=f"eval {run.iter_num}", leave=False, distractors=cfg['distractors'])
     run.model.train()
     return accs
 

@@ -13,9 +13,10 @@ import rundir
 from schedule import early_late
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
-from study.stats import (DELTA, MARGIN, TESTS, deteriorates, fisher_exact, fixed_steps, holm, label, leave_one_out,
-                         mean_ci, mean_std, pearson, permutation_test, point_text, second_analysis, seeds_for_power,
-                         seeds_for_shift, sign_flip_test, smallest_fisher_p, wilson)
+from study.stats import (DELTA, TESTS, deteriorates, family_arms, fisher_exact, fixed_steps, holm, label_rule,
+                         leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test, point_text,
+                         second_analysis, seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, verdict,
+                         wilson)
 
 def find_fit(runs):
     """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
@@ -180,25 +181,28 @@ def test_groups(arms_out, cfg):
     at each point apart."""
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     named = {(a['arm'], a['point']): n for n, a in arms_out.items()}
-    return [(family, [named[a, point] for a in arms if (a, point) in named], named[cfg['control'], point])
+    return [(family, [named[a, point] for a in family_arms(arms) if (a, point) in named],
+             named[cfg['control'], point])
             for point in dict.fromkeys(a['point'] for a in arms_out.values()) if (cfg['control'], point) in named
             for family, arms in families.items()]
 
 
-def adjust(tests, delta, robust=False):
-    """Holm over one family's tests (in place), then each one's label from its interval; robust (the
-    primary comparisons): also each one's leave-one-seed-out range of Holm p, and whether its label survives."""
-    for t, p in zip(tests, holm([t['p'] for t in tests])):
+def adjust(tests, delta, robust=False, count=()):
+    """Holm over one family's tests (in place), then each one's label from its interval; count: tests of the
+    family whose Holm p is written in another analysis (their p counts here, nothing of theirs is written);
+    robust (the primary comparisons): also each one's leave-one-seed-out range of Holm p, and whether its
+    label survives."""
+    for t, p in zip(tests, holm([t['p'] for t in [*tests, *count]])):
         t['p_holm'] = p
         if 'ci90' in t:
-            t['label'] = label(p, t['ci90'], t['ci95'], delta)
+            t['label'] = verdict(t, delta)
     if robust and all('per_seed' in t for t in tests):
         leave_one_out(tests, delta)
 
 
 def add_outcomes(arms_out, per_run, cfg, study_argv):
-    """Per arm its outcomes; per tested arm its tests against the control: the Fisher p and the area's
-    paired p Holm-adjusted within its family, the area's label from its interval."""
+    """Per arm its outcomes; per tested arm its tests against the control: the Fisher p Holm-adjusted within
+    its family (the area's paired tests are adjusted and labelled by rederive, with the rest of the family)."""
     for name, arm in arms_out.items():
         arm.update(arm_outcomes(per_run.get(name, {}), cfg, arm.get('fixed_steps')))
     if not cfg['control']:
@@ -212,9 +216,6 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
             v.update(control=control, family=family)
         tested = [arms_out[n]['vs_control'] for n in names]
         adjust([v['fisher'] for v in tested if v['fisher']], cfg['delta'])
-        adjust([v['area']['left_out'] for v in tested if v['area']['left_out']], cfg['delta'], robust=True)   # primary
-        second = second_analysis(arms_out[control].get('fixed_steps'))
-        adjust([v['area'][second] for v in tested if v['area'][second]], cfg['delta'])
 
 
 def long_training(arms_out, cfg):
@@ -224,7 +225,8 @@ def long_training(arms_out, cfg):
     deteriorate with training?), each arm's against 0 and against the control's (paired by seed,
     Holm within each family); the cooldown's effect, the cooled area at late_snapshot minus the
     trunk's own (uncooled, at the peak rate, at its stop); and the train-vs-eval mismatch of the cooled
-    models at both points, its change per run and that change's correlation with the change in area."""
+    models at both points, its change per run and that change's correlation with the change in area. The
+    area tests are Holm-adjusted and labelled by rederive (a change a family names, with its family)."""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = sorted(p for _, p in at if isinstance(p, int))
     early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
@@ -252,19 +254,11 @@ def long_training(arms_out, cfg):
             out['mismatch'][arm] = {'token_shift': {str(p): mean_ci(list(v.values()))[0] if v else None
                                                     for p, v in shift.items()},
                                     'growth': area_test(shift[late], shift[early], delta)}
-    for one in (*out['change'].values(), *out['cooldown'].values()):
-        if one:                                  # each a single test of its own: Holm over one is the raw p
-            adjust([one], delta)
-    for m in out['mismatch'].values():           # a shift in eval sds, not area: no margin for 'equivalent'
-        if m['growth']:
-            adjust([m['growth']], 0.0)
     out['change_vs_control'] = {}
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
-        tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in arms}
-        tests = {a: dict(t, family=family) for a, t in tests.items() if t}
-        adjust(list(tests.values()), delta, robust=True)
-        out['change_vs_control'].update(tests)
+        tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in family_arms(arms)}
+        out['change_vs_control'].update({a: dict(t, family=family) for a, t in tests.items() if t})
     runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
             for a in cfg['arms']}
 
@@ -327,10 +321,7 @@ def comparisons(arms_out, cfg):
     def values(term, point, which):
         total = None
         for sign, arm, variant in parse_term(term, cfg['arms'], variants):
-            a = at.get((arm, point), {})
-            area = (a.get('variants', {}).get(variant) or {}).get('area') if variant else a.get('area')
-            per_seed = (area or {}).get('per_seed', {}) if which == 'left_out' else \
-                (area or {}).get(which, {}).get('per_seed', {})
+            per_seed = per_seed_area(at, arm, point, which, variant)
             total = ({s: sign * v for s, v in per_seed.items()} if total is None else
                      {s: total[s] + sign * per_seed[s] for s in total if s in per_seed})
         return total
@@ -412,50 +403,102 @@ def variant_outcomes(by_variant, per_run, cfg, fixed=False):
     return out
 
 
+def per_seed_area(at, arm, point, which='left_out', variant=''):
+    """{seed: area} of an arm at a point (at: {(arm, point): its summary}), plain or under a variant, in the
+    primary analysis (which='left_out': never-fit runs left out; at fixed steps every run measured) or the one
+    beside it (second_analysis: 'never_fit_as_0', or at fixed steps 'fit_runs_only'); {} where there is none."""
+    a = at.get((arm, point), {})
+    area = ((a.get('variants') or {}).get(variant) or {}).get('area') if variant else a.get('area')
+    area = area or {}
+    return area.get('per_seed', {}) if which == 'left_out' else area.get(which, {}).get('per_seed', {})
+
+
 def rederive(results):
-    """A committed results.json's labels and leave-one-out robustness, from its own numbers under the
-    current wording of the rule (tests summarized before they kept their per-seed differences get them
-    back from the arms' per-seed areas). In place; -> results."""
-    arms, delta = results['arms'], results['rule'].get('delta', DELTA)
+    """A summary's Holm families, labels and leave-one-out robustness, from its own numbers under the
+    current wording of the rule: summarize's last step, and a committed results.json's (study.tables).
+    Each arm against its control is corrected within its family at its point; in a study of snapshots each
+    arm's change against the control's within its family's changes, or, where its family names it ("arm's
+    change"), together with the family's tests at the late point. Every area test keeps the mean areas it is
+    built from ('areas', which decide "at the ceiling") and its label (stats.verdict). Tests summarized
+    before they kept their per-seed differences get them back from the arms' per-seed areas. In place;
+    -> results."""
+    arms, rule = results['arms'], results['rule']
+    delta, c = rule.get('delta', DELTA), rule['control']
+    rule['label'] = label_rule(delta)
     at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
-    analyses = ('left_out', second_analysis(fixed_steps(results)))
+    fixed = fixed_steps(results)
+    analyses = ('left_out', second_analysis(fixed))     # the primary and the analysis beside it
 
-    def areas(arm, point, which='left_out'):
-        area = at.get((arm, point), {}).get('area', {})
-        return area.get('per_seed', {}) if which == 'left_out' else area.get(which, {}).get('per_seed', {})
+    def areas(arm, point, which='left_out', variant=''):
+        return per_seed_area(at, arm, point, which, variant)
 
-    def at_of(name, which):
+    def at_of(name, which, variant=''):
         a = arms[name]
-        return areas(a.get('arm', name), a.get('point'), which)
+        return areas(a.get('arm', name), a.get('point'), which, variant)
 
     def restore(t, x, y):
         if t and 'per_seed' not in t:
             t['per_seed'] = {str(s): x[str(s)] - y[str(s)] for s in t['seeds']}
         if t and 'ci90' not in t:
             t['ci90'] = mean_ci(list(t['per_seed'].values()), clip=False, level=0.90)[1]
-    families = {}
+    families, counted, built = {}, {}, []       # built: (test, {term: per-seed areas it is built from})
     for name, arm in arms.items():
         v = arm.get('vs_control') or {}
+        cname = v.get('control', c)
         for which in analyses:
             t = (v.get('area') or {}).get(which)
             if t:
-                control = arms[v['control']] if 'control' in v else arms[results['rule']['control']]
-                restore(t, at_of(name, which), at_of(v.get('control', results['rule']['control']), which))
-                families.setdefault((control.get('point'), v.get('family'), which), []).append(t)
-    for (_, _, which), tests in families.items():
-        adjust(tests, delta, robust=which == 'left_out')
+                restore(t, at_of(name, which), at_of(cname, which))
+                families.setdefault((arms[cname].get('point'), v.get('family'), which), []).append(t)
+                built.append((t, {arm.get('arm', name): at_of(name, which),
+                                  arms[cname].get('arm', cname): at_of(cname, which)}))
+        for variant, out in (arm.get('variants') or {}).items():
+            vc = out.get('vs_control') or {}
+            for which in analyses:
+                if vc.get(which):
+                    built.append((vc[which], {f"{arm.get('arm', name)}@{variant}": at_of(name, which, variant),
+                                              f"{arms[vc['control']].get('arm', vc['control'])}@{variant}":
+                                                  at_of(vc['control'], which, variant)}))
     L = results.get('long')
     if L:
-        c = results['rule']['control']
-        change = {a: {s: late - areas(a, L['early'])[s] for s, late in areas(a, L['late']).items()
-                      if s in areas(a, L['early'])} for a in {x for x, _ in at}}
+        e, late = L['early'], L['late']
+        joined = named_changes(rule.get('families'))
+        change = {a: {s: v - areas(a, e)[s] for s, v in areas(a, late).items() if s in areas(a, e)}
+                  for a in {x for x, _ in at}}
         for a, t in L['change_vs_control'].items():
             restore(t, change[a], change[c])
-        for fam in {t.get('family') for t in L['change_vs_control'].values()}:
-            adjust([t for t in L['change_vs_control'].values() if t.get('family') == fam], delta, robust=True)
-        for t in (*L['change'].values(), *L['cooldown'].values()):
+            if a in joined:      # with its family's tests at the late point; a never-fit run has no change to count
+                families.setdefault((late, joined[a], 'left_out'), []).append(t)
+                counted.setdefault((late, joined[a], analyses[1]), []).append(t)
+            else:
+                families.setdefault(('change', t.get('family'), 'left_out'), []).append(t)
+            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p) for x in (a, c) for p in (late, e)}))
+        for a, t in L['change'].items():
             if t:
-                adjust([t], delta)
+                families[('change', a, 'alone')] = [t]      # each a single test of its own: Holm over one is the raw p
+                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p) for p in (late, e)}))
+        for a, t in L['cooldown'].items():
+            if t:
+                families[('cooldown', a, 'alone')] = [t]
+                built.append((t, {f"{a} {point_text(late, fixed)}": areas(a, late),
+                                  f"{a} uncooled": areas(a, 'trunk')}))
+        for m in L.get('mismatch', {}).values():      # a shift in eval sds, not area: no margin (delta 0)
+            if m.get('growth'):
+                adjust([m['growth']], 0.0)
+    names = {a.get('arm', n) for n, a in arms.items()}
+    for t in results.get('comparisons', []):
+        terms = [x for side in (t['a'], t['b']) for x in parse_term(side, names, results['eval'].get('variants', []))]
+        for which in analyses:
+            if t[which]:
+                built.append((t[which], {f"{arm}@{v}" if v else arm: areas(arm, t['point'], which, v)
+                                         for _, arm, v in terms}))
+    for t, sides in built:
+        t['areas'] = {term: mean_ci([x[str(s)] for s in t['seeds'] if str(s) in x])[0] for term, x in sides.items()}
+    for key, tests in families.items():
+        adjust(tests, delta, robust=key[2] == 'left_out', count=counted.get(key, ()))
+    for t, _ in built:                  # the labels of the tests adjusted where they were made (comparisons, variants)
+        if 'p_holm' in t:
+            t['label'] = verdict(t, delta)
     return results
 
 
@@ -538,12 +581,7 @@ def summarize(runs, cfg, study_argv):
                      if cfg['control'] else 'none (control is empty)'}
     # the command that regenerates these results: how the runs were scheduled does not matter
     study_argv = [a for a in study_argv if a[2:].split('=', 1)[0] not in SCHEDULING]
-    rule.update(delta=cfg['delta'], families=cfg['families'],
-                label=f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (exact sign flip, "
-                      f"within its family) is <= {TESTS['alpha']}; 'equivalent within +-{cfg['delta']:g}' where its "
-                      f"unadjusted 90% interval (Student t) lies inside; else 'not resolved' with its 95% interval, "
-                      f"'after Holm' where that interval excludes 0 but the Holm p is above {TESTS['alpha']}; "
-                      f"'at the margin' where the Holm p or a 90% bound lies within {MARGIN} of its threshold")
+    rule.update(delta=cfg['delta'], families=cfg['families'], label=label_rule(cfg['delta']))
     if cfg['eval_variants']:
         rule['eval_variants'] = cfg['eval_variants']
     if cfg['comparisons']:
@@ -559,12 +597,13 @@ def summarize(runs, cfg, study_argv):
         if run.state != 'never fit' and run.eval is not None:
             seeds = machines.setdefault(machine_of(provenance_of(run)), {}).setdefault(run.arm, [])
             seeds += [run.seed] if run.seed not in seeds else []
-    return {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
-            'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
-            'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
-                     'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
-                     **({'variants': cfg['eval_variants'].split(',')} if cfg['eval_variants'] else {})},
-            'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
-            **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
-            'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
-            'provenance': rundir.provenance()}
+    results = {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
+               'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
+               'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
+                        'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
+                        **({'variants': cfg['eval_variants'].split(',')} if cfg['eval_variants'] else {})},
+               'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
+               **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
+               'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
+               'provenance': rundir.provenance()}
+    return rederive(results)             # the Holm families and every label, as study.tables gives them

@@ -15,7 +15,7 @@ import sys
 
 import rundir
 
-from study.stats import DELTA, decision, fmt_p, t_interval, verdict
+from study.stats import DELTA, decision, fmt_p, verdict, within
 from study.verdicts import ROOT, load, with_table
 
 # the two studies, small first (its verdicts are the ones tested), each with its model
@@ -61,14 +61,11 @@ def test(res, site, variant=None):
 
 
 def reading(t, delta):
-    """What a test says, for holding one scale against the other: 'higher' / 'lower', 'within +-delta'
-    (equivalent, or resolved but with its 90% interval inside +-delta: a difference too small to matter,
-    as two arms both at the ceiling give) or 'not resolved'."""
-    d = decision(verdict(t, delta))
-    ci90 = t.get('ci90') or (t['ci95'] and t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90))
-    if d == 'equivalent' or (d in ('higher', 'lower') and ci90 and -delta < ci90[0] and ci90[1] < delta):
-        return f"within +-{delta:g}"
-    return d
+    """What a test's label says, for holding one scale against the other: 'higher' / 'lower', 'within +-delta'
+    (equivalent, or resolved but within +-delta: a difference too small to matter, as two arms both at the
+    ceiling give) or 'not resolved'."""
+    text = verdict(t, delta)
+    return f"within +-{delta:g}" if within(text) else decision(text)
 
 
 def held(small, large, pending):

@@ -119,45 +119,84 @@ def fmt_p(p):
 
 def verdict(t, delta):
     """The label of a paired test from the numbers results.json holds (difference, sd, seeds, ci95,
-    p_holm, ci90), under the current wording of the rule (a study summarized before its 90% interval was
-    stored gets it from its sd and seeds)."""
+    p_holm, ci90, areas), under the current wording of the rule (a study summarized before its 90% interval
+    was stored gets it from its sd and seeds): the one label every table prints."""
     ci90 = t.get('ci90') or (t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90)
                              if t['sd'] is not None else None)
-    return label(t.get('p_holm', t['p']), ci90, t['ci95'], delta)
+    return label(t.get('p_holm', t['p']), ci90, t['ci95'], delta, ceiling=at_ceiling(t))
+
+
+CEILING = 0.99   # an arm whose mean area is at least this has (almost) no room left to differ: "at the ceiling"
+
+
+def at_ceiling(t):
+    """Whether a paired area test is built from an arm (or an arm under a variant, or either side of an
+    interaction) whose mean area over the test's seeds is >= CEILING: t['areas'], {term: mean area}."""
+    return any(m is not None and m >= CEILING for m in (t.get('areas') or {}).values())
 
 
 MARGIN = 0.005   # a Holm p or an interval bound this close to its threshold reads "at the margin"
 
 
-def label(p_holm, ci90, ci95, delta, alpha=0.05):
+def inside(ci90, delta):
+    """Whether a 90% interval lies inside (-delta, +delta): a difference too small to matter."""
+    return ci90 is not None and -delta < ci90[0] and ci90[1] < delta
+
+
+def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
     """A comparison's verdict, read from its test and its intervals, never from a p-value alone:
     'higher' / 'lower' where the Holm-adjusted p (exact sign flip) is <= alpha (the sign of the
-    interval's centre); 'equivalent within +-delta' where the unadjusted 90% interval (Student t) lies
-    inside (-delta, +delta) (two one-sided tests at alpha, not adjusted for multiplicity); else 'not
-    resolved: [a, b]' with the 95% interval, or 'not resolved after Holm' where that interval excludes
-    0 but the Holm p is above alpha (both quoted). A Holm p within MARGIN of alpha, or a 90% bound
-    within MARGIN of delta, adds '(at the margin: ...)'."""
+    interval's centre), followed by ', within +-delta' where the unadjusted 90% interval (Student t) lies
+    inside (-delta, +delta) too (resolved, but too small to matter); 'equivalent within +-delta' where that
+    interval lies inside and the Holm p is above alpha (two one-sided tests at alpha, not adjusted for
+    multiplicity); else 'not resolved: [a, b]' with the 95% interval, or 'not resolved after Holm' where
+    that interval excludes 0 but the Holm p is above alpha (both quoted). A Holm p within MARGIN of alpha,
+    or a 90% bound within MARGIN of delta, adds '(at the margin: ...)' to the words it decides; ceiling
+    (an arm the comparison is built from at the ceiling, at_ceiling) adds ', at the ceiling' after them all."""
     if ci95 is None:
-        return 'not resolved: one seed'
+        return 'not resolved: one seed' + ', at the ceiling' * ceiling
     near_p = p_holm is not None and abs(p_holm - alpha) <= MARGIN
     bound = max(-ci90[0], ci90[1]) if ci90 else None          # the 90% interval's bound farthest from 0
-    near_bound = bound is not None and abs(bound - delta) <= MARGIN
-    if p_holm is not None and p_holm <= alpha:
-        return ('higher' if ci95[0] + ci95[1] > 0 else 'lower') + (
-            f" (at the margin: Holm p {p_holm:.3f})" if near_p else '')
+    near_bound = delta > 0 and bound is not None and abs(bound - delta) <= MARGIN     # (delta 0: no margin to be at)
+    at_bound = f" (at the margin: 90% bound {bound:.3f})" if near_bound else ''
     interval = f"[{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
-    if -delta < ci90[0] and ci90[1] < delta:
-        return f"equivalent within +-{delta:g}" + (f" (at the margin: 90% bound {bound:.3f})" if near_bound else '')
-    margin = [f"Holm p {p_holm:.3f}"] * near_p + [f"90% bound {bound:.3f} against +-{delta:g}"] * near_bound
-    margin = f" (at the margin: {'; '.join(margin)})" if margin else ''
-    if (ci95[0] > 0 or ci95[1] < 0) and p_holm is not None:
-        return f"not resolved after Holm: {interval} excludes 0, Holm p {fmt_p(p_holm)}" + margin
-    return f"not resolved: {interval}" + margin
+    if p_holm is not None and p_holm <= alpha:
+        text = ('higher' if ci95[0] + ci95[1] > 0 else 'lower') + (
+            f" (at the margin: Holm p {p_holm:.3f})" if near_p else '')
+        if inside(ci90, delta):
+            text += f", within +-{delta:g}" + at_bound
+    elif inside(ci90, delta):
+        text = f"equivalent within +-{delta:g}" + at_bound
+    else:
+        margin = [f"Holm p {p_holm:.3f}"] * near_p + [f"90% bound {bound:.3f} against +-{delta:g}"] * near_bound
+        margin = f" (at the margin: {'; '.join(margin)})" if margin else ''
+        if (ci95[0] > 0 or ci95[1] < 0) and p_holm is not None:
+            text = f"not resolved after Holm: {interval} excludes 0, Holm p {fmt_p(p_holm)}" + margin
+        else:
+            text = f"not resolved: {interval}" + margin
+    return text + (', at the ceiling' if ceiling else '')
+
+
+def label_rule(delta, alpha=0.05):
+    """The wording of label() in one sentence, as a summary states its rule (results.json, results.md)."""
+    return (f"from the paired difference: 'higher' / 'lower' where its Holm-adjusted p (exact sign flip, within "
+            f"its family) is <= {alpha}, followed by ', within +-{delta:g}' where its unadjusted 90% interval "
+            f"(Student t) lies inside +-{delta:g} too (a difference too small to matter); 'equivalent within "
+            f"+-{delta:g}' where that interval lies inside and the Holm p is above {alpha}; else 'not resolved' "
+            f"with its 95% interval, 'after Holm' where that interval excludes 0 but the Holm p is above {alpha}; "
+            f"'at the margin' where the Holm p or a 90% bound lies within {MARGIN} of its threshold; ', at the "
+            f"ceiling' after the other words where an arm the comparison is built from (either side, or a term of "
+            f"an interaction) has a mean area >= {CEILING} over the compared seeds")
 
 
 def decision(text):
     """What a label decides, without its annotations: 'higher', 'lower', 'equivalent' or 'not resolved'."""
     return next(d for d in ('higher', 'lower', 'equivalent', 'not resolved') if text.startswith(d))
+
+
+def within(text):
+    """Whether a label says its difference lies inside +-delta: equivalent, or resolved but within it."""
+    return decision(text) == 'equivalent' or ', within +-' in text
 
 
 def leave_one_out(tests, delta, alpha=0.05):
@@ -208,6 +247,20 @@ def holm(ps):
         running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
         adjusted[i] = running
     return adjusted
+
+
+CHANGE = "'s change"   # a family's entry "arm's change": that arm's change (early -> late) against the control's
+
+
+def family_arms(entries):
+    """A family's arms, each tested against the control: its entries but the changes it names ("arm's change")."""
+    return [e for e in entries if not e.endswith(CHANGE)]
+
+
+def named_changes(families):
+    """{arm: family} of the changes the families name ("arm's change"): each tested in its family together
+    with the family's arms at the late point (one Holm family), not in a family of changes apart."""
+    return {e[:-len(CHANGE)]: f for f, entries in (families or {}).items() for e in entries if e.endswith(CHANGE)}
 
 
 def permutation_test(x, y, max_exact=200_000, n_random=20_000, seed=0):

@@ -15,8 +15,8 @@ import rundir
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.outcomes import rederive
 from study.verdicts import side
-from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, point_text, range_text, second_analysis,
-                         verdict)
+from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, label_rule, named_changes, point_text,
+                         range_text, second_analysis, verdict)
 
 
 def second_name(fixed):
@@ -109,8 +109,7 @@ def area_table(results):
               f"{0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. Paired: per-seed differences from "
               f"{c or 'the control'} (a seed fixes the initial weights and the batches in every arm), sign-flip "
               f"test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
-              f"""{rule.get('label', f'higher / lower where Holm p <= 0.05, equivalent within +-{shift:g} where '
-                                     f'the 90% interval lies inside, else not resolved with the 95% interval')}"""
+              f"{rule.get('label') or label_rule(shift)}"
               f"; seeds for {shift:g}: paired seeds that 80% power at alpha 0.05 would need to detect an area "
               f"shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the "
               f"sign-flip test can reach 0.05). "
@@ -180,7 +179,7 @@ def what_tests_support(results):
                 if 'long' in results else
                 'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
-        out.append(f"{head} ({rule.get('label', f'labels from the interval, delta {delta:g}')}): " + '; '.join(
+        out.append(f"{head} ({rule.get('label') or label_rule(delta)}): " + '; '.join(
             f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
             + (f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else '')
             + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
@@ -251,7 +250,7 @@ def long_training_tables(results):
     lines = ['**Long training**', '', f"Each arm {at_late} against {c} {at_late} is in the tables above (the rows "
              f"'<arm> {late}'). Claim 1, deterioration: per run, its area cooled {at_late} minus its area cooled "
              f"{at_e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired "
-             f"by seed (Holm within each family). Verdicts: {results['rule']['label']}.", '',
+             f"by seed (Holm within each family{joined_text(results)}). Verdicts: {results['rule']['label']}.", '',
              f"| arm | change {e} -> {late} (mean [95% CI]) | seeds | p | verdict | "
              f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |",
              '| --- |' + ' --- |' * 9]
@@ -274,13 +273,21 @@ def long_training_tables(results):
                   '| --- |' + ' --- |' * 6]
         for arm, m in L['mismatch'].items():
             at = ['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()]
-            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], delta)) + ' |')
+            # a shift in eval sds, not area: no margin of area applies (delta 0), as outcomes.rederive labels it
+            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], 0.0)) + ' |')
         r = L['mismatch_vs_change']
         lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
                   f"dropout; 95% intervals by Fisher's z): {correlation_text(r)}; within each arm (the arms' "
                   f"different means left out): " + '; '.join(f"{a} {correlation_text(c)} ({c['runs']} runs)"
                                                            for a, c in r['by_arm'].items()) + '.']
     return lines + ['']
+
+
+def joined_text(results):
+    """The families whose changes are corrected with their tests at the late point, as the tables say it."""
+    joined, late = named_changes(results['rule'].get('families')), results['long']['late']
+    return ''.join(f"; {a}'s change with the {f} family's tests {at_point(late, fixed_steps(results))}, as its "
+                   f"family names it" for a, f in joined.items())
 
 
 def correlation_text(c):

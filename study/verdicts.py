@@ -2,11 +2,11 @@
 The README's verdict table, written from the committed results/<study>/results.json files, so that
 no figure in it can drift from its results: one row per arm tested against its study's control
 (the area paired by seed, its 95% interval, the paired p and Holm's over the study's sites, the
-seeds), "untestable" where the control is at ceiling, and one row per map (a study without a
-control). The table sits between the markers below in README.md. The headline figure
-(results/headline.png, with matplotlib) is study_long's picture, each run cooled early and late in
-its own training; without study_long's results it falls back to the regime map with each site
-study's runs drawn beside the point of the map its recipe sits at.
+seeds, the label stats.verdict gives every table), and one row per map (a study without a control).
+The table sits between the markers below in README.md. The headline figure (results/headline.png,
+with matplotlib) is study_long's picture, each run cooled early and late in its own training;
+without study_long's results it falls back to the regime map with each site study's runs drawn
+beside the point of the map its recipe sits at.
 
     python -m study.verdicts            # rewrite the table in README.md and draw results/headline.png
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
@@ -18,8 +18,8 @@ import sys
 
 import rundir
 
-from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, point_text, range_text, second_analysis,
-                         t_interval, verdict)
+from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text, range_text,
+                         second_analysis, t_interval, verdict, within)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -48,11 +48,11 @@ AT = {'study_sites_sensitive': 'theta_1e4', 'study_sites_mamba2': 'mamba2'}
 
 def paired_row(claim, link, what, t, delta, holm_p=True, t0=None, fixed=False):
     """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives,
-    with the interval that decides it where that is not the 95% one (equivalence: the 90% interval), and
+    with the 90% interval where it decides words of the label (equivalent, or within +-delta), and
     the never-fit-as-0 analysis (t0; at fixed steps, fit runs only) where its label differs."""
     ci = f" [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}]" if t['ci95'] else ''
     text = verdict(t, delta)
-    if decision(text) == 'equivalent':
+    if within(text):
         lo, hi = t.get('ci90') or t_interval(t['difference'], t['sd'], len(t['seeds']), 0.90)
         text += f", 90% [{lo:+.3f}, {hi:+.3f}]"
     if t0 and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
@@ -77,7 +77,7 @@ def long_rows(name, claims, res):
     claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
                 for a, t in L['change_vs_control'].items()]
     for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
-        for a in arms:
+        for a in family_arms(arms):
             tests = (area.get(a, {}).get('vs_control') or {}).get('area', {})
             t = tests.get('left_out')
             if not t or c not in area:
@@ -98,13 +98,22 @@ def side(term):
 def family_rows(name, claims, res):
     """A study with families and comparisons of its own (claims: {family: claim}): each primary test at its
     primary point (the late snapshot), family by family in the order of claims: an arm against the control,
-    or a comparison a - b (each side an arm's area, plain or under a variant, or a difference of two)."""
+    a change the family names (early -> late, against the control's), or a comparison a - b (each side an
+    arm's area, plain or under a variant, or a difference of two)."""
     link, delta = f"[{name}](results/{name}/README.md)", res['rule'].get('delta', DELTA)
     point, fixed = res.get('long', {}).get('late'), fixed_steps(res)
     at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
     c, out, second = res['rule']['control'], [], second_analysis(fixed)
     for family, claim in claims.items():
-        for arm in res['rule']['families'].get(family, []):
+        for entry in res['rule']['families'].get(family, []):
+            if entry.endswith(CHANGE):
+                change = res.get('long', {}).get('change_vs_control', {}).get(entry.removesuffix(CHANGE))
+                if change:
+                    what = (f"{entry} {point_text(res['long']['early'], fixed)} -> {point_text(point, fixed)} "
+                            f"against {c}'s")
+                    out.append(paired_row(claim, link, what, change, delta))
+                continue
+            arm = entry
             tests = (at.get((arm, point), {}).get('vs_control') or {}).get('area', {})
             if tests.get('left_out') and (c, point) in at:
                 what = (f"{arm} vs {c}" + (f" {at_point(point, fixed)}" if point else '')
@@ -130,7 +139,6 @@ def rows(name, claim, res):
         seeds = max(a['fit'] for a in arms.values())
         return [f"| {claim} | {link} | area (range) per arm: {cells} | - | - | {seeds} per arm | a map: no test |"]
     ctrl = arms[control]
-    ceiling = (ctrl['area']['median'] or 0) >= 0.95 or ctrl['extrapolates']['count'] == ctrl['extrapolates']['of'] > 0
     out = []
     for n, a in arms.items():
         tests = (a.get('vs_control') or {}).get('area', {})
@@ -138,9 +146,7 @@ def rows(name, claim, res):
         if n == control or not t:
             continue
         what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
-        row = paired_row(claim, link, what, t, delta, t0=tests.get('never_fit_as_0'))
-        out.append(row.rsplit(' | ', 1)[0] + ' | untestable on this recipe: the control is at ceiling |' if ceiling
-                   else row)
+        out.append(paired_row(claim, link, what, t, delta, t0=tests.get('never_fit_as_0')))
     return out
 
 

@@ -505,6 +505,8 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--eval_variants=yarn2'], ["'yarn2'", 'pi, ntk, yarn']),
     (['--comparisons={"x": [["none@yarn", "wd"]]}'], ['comparisons', "'yarn' is not one of eval_variants"]),
     (['--comparisons={"x": [["none", "wdd"]]}'], ['comparisons', "'wdd' is not an arm"]),
+    (['--families={"x": ["wd\'s change"]}'], ['families', "\"wd's change\"", "add 'wd' to it"]),
+    (['--families={"x": ["wd", "wd\'s change"]}'], ['families', 'only a study of snapshots']),
 ])
 def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     msg = refused(study(tmp_path), *args)
@@ -826,6 +828,20 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
         'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}, 'early_snapshot': 1000, 'late_snapshot': 10000,
         'deteriorate_multiple': 4}
     res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    # the weight decay family named as two tests: none_wd at +10000 and its change, corrected together there
+    joined = json.loads(json.dumps(outcomes.summarize(
+        runs, cfg | {'families': {'sites': ['vpad'], 'weight decay': ['none_wd', "none_wd's change"]}}, ['study.py'])))
+    alone = res['arms']['none_wd +10000']['vs_control']['area']['left_out'], res['long']['change_vs_control']['none_wd']
+    both = joined['arms']['none_wd +10000']['vs_control']['area'], joined['long']['change_vs_control']['none_wd']
+    assert [t['p_holm'] for t in alone] == [t['p'] for t in alone]                      # each a family of one
+    assert [both[0]['left_out']['p_holm'], both[1]['p_holm']] == stats.holm([t['p'] for t in alone])
+    assert both[0]['never_fit_as_0']['p_holm'] == both[0]['left_out']['p_holm']     # the change counts there too
+    assert len(both[1]['leave_one_out']['flips']) == 0 and both[0]['left_out']['p_holm'] > alone[0]['p_holm']
+    early = joined['arms']['none_wd +1000']['vs_control']['area']['left_out']       # +1000: secondary, alone
+    assert early['p_holm'] == early['p']
+    assert joined['long']['change_vs_control']['vpad']['p_holm'] == res['long']['change_vs_control']['vpad']['p_holm']
+    assert outcomes.rederive(json.loads(json.dumps(joined))) == joined              # study.tables gives the same
+    assert "none_wd's change with the weight decay family's tests at +10000" in tables.format_markdown(joined)
     assert set(res['arms']) == {f"{a} {p}" for a in cfg['arms'] for p in ('+1000', '+10000', '+10000 uncooled')}
     late = res['arms']['vpad +10000']['vs_control']
     assert (late['control'], late['family'], late['area']['left_out']['label']) == ('none +10000', 'sites', 'higher')
@@ -1003,6 +1019,9 @@ def test_the_mismatch_correlation_is_also_given_within_each_arm():
                                                                        'y': (5, pytest.approx(0, abs=1e-9))}
     text = '\n'.join(tables.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
     assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
+    # x's shift grows by 0.01-0.05 eval sds on 5 runs (p 1/16): a shift, not area, so no margin of area makes it
+    # equivalent within +-0.05; the table reads it as the summary does
+    assert '| x | 0.100 | 0.130 | +0.030 [+0.010, +0.050] | 5 | 0.062 | not resolved after Holm: [+0.010, +0.050]' in text
 
 
 # --- cluster launchers (submitit). The tests need submitit (.ci/run installs it): none skips without it.

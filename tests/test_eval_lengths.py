@@ -495,6 +495,25 @@ def test_mqar_needs_the_key(tok):
             assert abs(E.evaluate(ignorer, tok, 'mqar', length, 40, 8, 'cpu', absent_key=absent) - chance) < 0.06
 
 
+def test_mqar_haystack_needs_the_key_and_each_eval_reads_the_runs_distractors(tok, tmp_path, capsys):
+    """On mqar_haystack the key reader still scores 1.0 (each asked key occurs once before its
+    query) and nothing without the key; eval_lengths.py evaluates a run on the share of distractor
+    lines its corpus had (the run's config), and says so in its record."""
+    reader = Lookup(tok, read_key=True)
+    for q in (0.0, 0.3):
+        assert E.evaluate(reader, tok, 'mqar_haystack', 512, 20, 8, 'cpu', distractors=q) == 1.0
+        assert E.evaluate(reader, tok, 'mqar_haystack', 512, 20, 8, 'cpu', absent_key=True, distractors=q) == 0.0
+    run = str(tmp_path / 'h')
+    save_tiny_run(run, tok, config={'tasks': 'mqar_haystack', 'distractors': 0.3})
+    assert main_here(f'--out_dirs={run}', '--multiples=2', '--eval_samples=4', '--eval_batch_size=4') is None
+    res = json.load(open(os.path.join(run, 'eval_lengths.json')))
+    model = E.load_run(run, 'cpu')[0]
+    assert res['distractors'] == 0.3 and res['length_eval']['mqar_haystack']['2x'] == E.evaluate(
+        model, tok, 'mqar_haystack', 256, 4, 4, 'cpu', distractors=0.3)
+    examples = [sample_data.eval_examples('mqar_haystack', tok, 256, 4, distractors=q)[0].prompt for q in (0.0, 0.3)]
+    assert examples[0] != examples[1]        # so the record's accuracy is of the run's own haystack
+
+
 def test_an_eval_on_a_gpu_keeps_the_precision_the_run_trained_in(tok, monkeypatch):
     """bf16 autocast for a run trained under it ('bfloat16', or 'auto' on a GPU with bf16), full
     precision for a float32 run and for any eval on a CPU (score() itself sets no autocast: train.py's

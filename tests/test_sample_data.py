@@ -19,7 +19,8 @@ from configurator import configure, settings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = 256  # block size of the test corpora (json_kv and vt need more than 128)
-VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5, "mqar": sd.MQAR_QUERIES}
+VALUE_COUNT = {"niah_multivalue": 4, "niah_multiquery": 4, "vt": 5, "mqar": sd.MQAR_QUERIES,
+               "mqar_haystack": sd.MQAR_QUERIES}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_examples_count_like_documents(tok, task):
         assert roundtrip(tok, ex.prompt + ex.answer + end)
         text = tok.decode(ex.prompt)
         for key in ex.keys:  # in the context and (but for vt's chain and mqar's later queries) in the question
-            assert text.count(key) >= (1 if task in ("vt", "mqar") else 2)
+            assert text.count(key) >= (1 if task in ("vt", "mqar", "mqar_haystack") else 2)
     with pytest.raises(ValueError, match=f"at least {m}"):
         sd.make_example(task, tok, m - 1, rng, "eval")
 
@@ -103,11 +104,11 @@ def test_example_and_document_are_the_same_tokens(tok):
         assert ids == ex.prompt + ex.answer + tok.encode(sd.END) and len(ids) == T and doc_ex == ex
         in_spans = {len(ex.prompt) + i for s, e in ex.value_spans for i in range(s, e)}
         assert mask == [int(i in in_spans) for i in range(T)]
-        if task != "mqar":   # the spans tile the answer: the mask is the answer
+        if not task.startswith("mqar"):   # the spans tile the answer: the mask is the answer
             assert mask == [0] * len(ex.prompt) + [1] * len(ex.answer) + [0] * len(tok.encode(sd.END))
 
 
-@pytest.mark.parametrize("task", [t for t in sd.TASKS if t != "mqar"])
+@pytest.mark.parametrize("task", [t for t in sd.TASKS if not t.startswith("mqar")])
 def test_value_spans_tile_the_answer(tok, task):
     """Scoring every span scores every answer token: the leading space and the separators too, so
     a model that puts END (or anything else) there is wrong."""
@@ -130,14 +131,15 @@ def test_min_length_is_the_shortest_document(tok):
     """The same counts as before the refactor (the corpus bytes depend on them), and a true bound:
     every draw fits at min_length; but for json_kv's UUIDs every draw has exactly that many."""
     before = {"niah_single": 77, "niah_multikey": 77, "niah_multivalue": 147, "niah_multiquery": 167,
-              "vt": 160, "json_kv": 178, "mqar": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES)}
+              "vt": 160, "json_kv": 178, "mqar": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES),
+              "mqar_haystack": 1 + 2 * (sd.MQAR_PAIRS + sd.MQAR_QUERIES) + sd.MQAR_CLEAR}
     assert {t: sd.min_length(t, tok) for t in sd.TASKS} == before
     rng, end = random.Random(0), tok.encode(sd.END)
     for task, m in before.items():
         sizes = set()
         for _ in range(300):
-            draw = sd.TASKS[task](tok, rng, rng.choice(["train", "eval"]))
-            sizes.add(draw.overhead() + len(draw.answer) + len(end))
+            draw = sd._draw(task, tok, rng, rng.choice(["train", "eval"]), 0.3)
+            sizes.add(draw.overhead() + draw.clear + len(draw.answer) + len(end))
         assert max(sizes) <= m and (task == "json_kv" or sizes == {m}), (task, sizes)
     uuid_tokens = len(tok.encode(sd.LONGEST_UUID))
     assert uuid_tokens == len(sd.LONGEST_UUID)  # one token per character: no UUID has more
@@ -316,12 +318,90 @@ def test_eval_keys_never_in_training_data_and_only_in_eval_examples(tok, tmp_pat
         assert all(sd.is_eval_key(k) == (split == "eval") for keys in found for k in keys), split
 
 
+def haystack_lines(tok, ex):
+    """mqar_haystack's prompt read back: (the positions of its key-value pairs, the keys' tokens)."""
+    keys = {tok.encode(" " + k)[0] for k in sd.MQAR_KEYS}
+    at = [i for i, t in enumerate(ex.prompt[:-1]) if t in keys]
+    return at, [ex.prompt[i] for i in at]
+
+
+def test_mqar_haystack_layout(tok):
+    """Each asked key occurs once before its query (the distractors' keys are other keys, their
+    values other values), the document's 4 pairs sit anywhere but the last MQAR_CLEAR tokens, so no
+    answer is within a short convolution's reach, and distractor lines are pairs too."""
+    rng, q = random.Random(0), 0.3
+    for length in [sd.min_length("mqar_haystack", tok)] + [64] * 50 + [1000] * 20:
+        ex = sd.make_example("mqar_haystack", tok, length, rng, "train", q)
+        at, keys = haystack_lines(tok, ex)
+        asked = [tok.encode(" " + k)[0] for k in ex.keys]
+        assert [keys.count(k) for k in asked] == [1, 1] and ex.prompt[-1] == asked[0]
+        pair_values = {ex.prompt[i + 1] for i, k in zip(at, keys) if k in asked}
+        assert pair_values == {v[0] for v in ex.values}
+        distractor_values = [ex.prompt[i + 1] for i, k in zip(at, keys) if k not in asked]
+        assert not pair_values & set(distractor_values)
+        assert all(re.fullmatch(r"\d\d", tok.decode([v])) for v in distractor_values)
+        assert min(sd.answer_distances(ex)) > sd.MQAR_CLEAR
+        assert roundtrip(tok, ex.prompt + ex.answer)
+
+
+def test_mqar_haystack_distractors_grow_with_the_length_and_pairs_sit_at_uniform_depths(tok):
+    """The count of distractor pairs is the haystack's tokens over the mean line's (q x 2 tokens +
+    (1 - q) x the noise line's) times q, at 8x as at 64x; without distractors there are none. The
+    depth of the asked keys' pairs (their place in the part of the prompt a pair may take) is
+    uniform: its quartiles sit at 1/4, 1/2, 3/4, where mqar's pairs all sit at the top."""
+    noise = len(tok.encode(sd.NOISE))
+    for q in (0.1, 0.3):
+        rate = q / (2 * q + (1 - q) * noise)
+        for length, n in ((512, 60), (4096, 12)):
+            found = sum(len(haystack_lines(tok, ex)[0]) - sd.MQAR_PAIRS
+                        for ex in sd.eval_examples("mqar_haystack", tok, length, n, distractors=q))
+            haystack = length - sd.min_length("mqar_haystack", tok) + sd.MQAR_CLEAR
+            assert abs(found / n / (rate * haystack) - 1) < 0.1, (q, length, found / n, rate * haystack)
+    assert all(len(haystack_lines(tok, ex)[0]) == sd.MQAR_PAIRS
+               for ex in sd.eval_examples("mqar_haystack", tok, 2048, 5, distractors=0.0))
+    for task, quartiles in (("mqar_haystack", (0.25, 0.5, 0.75)), ("mqar", (0, 0, 0))):
+        depths = []
+        for ex in sd.eval_examples(task, tok, 1024, 400, distractors=0.2 if task == "mqar_haystack" else 0.0):
+            free = len(ex.prompt) - 1 - sd.MQAR_CLEAR if task == "mqar_haystack" else len(ex.prompt)
+            depths += [ex.prompt.index(tok.encode(" " + k)[0]) / free for k in ex.keys]
+        got = np.quantile(depths, [0.25, 0.5, 0.75])
+        assert np.allclose(got, quartiles, atol=0.04), (task, got)
+
+
+def test_the_absent_key_probe_leaves_no_asked_key_in_a_haystack(tok):
+    """The probe's keys are absent from the whole prompt, distractors included: each occurs only
+    where it is asked (the question, and the answer's later query)."""
+    for length in (64, 4096):
+        plain = sd.eval_examples("mqar_haystack", tok, length, 10, distractors=0.3)
+        for ex, probe in zip(plain, sd.eval_examples("mqar_haystack", tok, length, 10, absent_key=True,
+                                                      distractors=0.3)):
+            new = [tok.encode(" " + k)[0] for k in sd.MQAR_KEYS if tok.encode(" " + k)[0] not in ex.prompt]
+            asked = [probe.prompt[-1], probe.answer[1]]
+            assert all(k in new for k in asked) and probe.prompt[:-1].count(asked[0]) == 0
+            assert asked[1] not in probe.prompt and len(probe.prompt) == len(ex.prompt)
+
+
+def test_distractors_are_a_setting_of_the_corpus_and_only_of_mqar_haystack(tmp_path):
+    """meta.json keeps it for a corpus of mqar_haystack (and the shortcut share at the short
+    convolutions' reach is 0), keeps no such key for any other corpus, and a value outside [0, 1)
+    or for a corpus without mqar_haystack is refused naming the key."""
+    meta = sd.prepare(str(tmp_path / "h"), 64, 20000, tasks="mqar_haystack", min_doc_len=40, distractors=0.2,
+                      progress=False)
+    assert meta["distractors"] == 0.2 and sd.beyond_reach(meta, 6) == 1.0
+    assert "--distractors=0.2" in sd.regenerate(str(tmp_path / "h"), meta)
+    assert "distractors" not in sd.prepare(str(tmp_path / "m"), 64, 20000, tasks="mqar", progress=False)
+    for q, tasks in ((1.0, "mqar_haystack"), (-0.1, "mqar_haystack"), (0.2, "mqar")):
+        with pytest.raises(ValueError, match="distractors="):
+            sd.prepare(str(tmp_path / "x"), 64, 20000, tasks=tasks, distractors=q, progress=False)
+    assert not os.path.exists(tmp_path / "x" / sd.META)
+
+
 # -----------------------------------------------------------------------------
 # documents and the corpus
 
 def test_document_mask_marks_exactly_the_answer(tok):
     rng = random.Random(0)
-    for task in [t for t in sd.TASKS if t != "mqar"]:    # mqar's mask: test_mqar_layout
+    for task in [t for t in sd.TASKS if not t.startswith("mqar")]:    # mqar's mask: test_mqar_layout
         n = sd.min_length(task, tok)
         for total in (n, n + 1, n + 50):
             ids, mask, _ = sd.make_document(task, tok, total, rng)

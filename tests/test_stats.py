@@ -74,17 +74,24 @@ def test_pearson_and_its_fisher_z_interval_match_scipy():
     ([0.09, 0.11, 0.10, 0.12, 0.08, 0.10, 0.09, 0.11], 1, 'higher'),           # every seed up: p = 2/256
     ([-0.09, -0.11, -0.10, -0.12, -0.08, -0.10, -0.09, -0.11], 3, 'lower'),    # Holm over 3 still <= 0.05
     ([0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0], 1, 'equivalent within +-0.05'),
-    ([0.2, -0.15, 0.1, -0.2, 0.05, 0.15, -0.1, 0.0], 1, 'not resolved: '),     # wide: neither
+    ([0.2, -0.15, 0.1, -0.2, 0.05, 0.15, -0.1, 0.0], 1, 'not resolved: ['),    # wide: neither
     ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 16,                                 # p 1/32, but Holm over 16 families:
      'not resolved after Holm: [+0.043, +0.074] excludes 0, Holm p 0.500'),     # the interval and the p, quoted
     ([0.05, 0.07, 0.04, 0.06, 0.05, 0.08], 1.5, 'higher (at the margin: Holm p 0.047)'),
+    # every seed up, but by 0.02-0.03: resolved, and its 90% interval inside +-0.05, a difference too small to matter
+    ([0.02, 0.03, 0.025, 0.02, 0.03, 0.025, 0.02, 0.03], 1, 'higher, within +-0.05'),
+    ([-0.02, -0.03, -0.025, -0.02, -0.03, -0.025, -0.02, -0.03], 3, 'lower, within +-0.05'),
 ])
 def test_each_verdict_label_comes_from_planted_per_seed_differences(d, holm_of, expected):
-    """Labels read from the interval: higher / lower only where Holm's p <= 0.05, equivalent where the
-    90% interval lies inside +-delta, and otherwise the 95% interval itself, never 'no effect'."""
+    """Labels read from the interval: higher / lower only where Holm's p <= 0.05 (', within +-delta' where
+    the 90% interval lies inside +-delta too), equivalent where it lies inside and Holm's p is above 0.05,
+    and otherwise the 95% interval itself, never 'no effect'. A label names no ceiling unless told one."""
     p, _ = stats.sign_flip_test(d)
     (_, ci95), (_, ci90) = stats.mean_ci(d, clip=False), stats.mean_ci(d, clip=False, level=0.90)
-    assert stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05).startswith(expected)
+    text = stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05)
+    assert text.startswith(expected) and text.endswith(']') if expected.endswith('[') else text == expected
+    assert stats.within(text) == ('within' in expected)
+    assert stats.label(min(1.0, p * holm_of), ci90, ci95, 0.05, ceiling=True) == text + ', at the ceiling'
 
 
 def test_power_for_a_shift_is_what_seeds_for_shift_inverts():
@@ -104,6 +111,11 @@ def test_a_bound_at_the_margin_of_equivalence_is_marked():
     assert stats.label(0.5, [-0.01, 0.052], [-0.02, 0.06], 0.05) == \
         'not resolved: [-0.020, +0.060] (at the margin: 90% bound 0.052 against +-0.05)'
     assert stats.decision('not resolved after Holm: [+0.043, +0.074] excludes 0, Holm p 0.500') == 'not resolved'
+    # resolved and within +-0.05, its 90% bound at the margin of it; the ceiling after every other word
+    assert stats.label(0.01, [0.01, 0.048], [0.005, 0.052], 0.05, ceiling=True) == \
+        'higher, within +-0.05 (at the margin: 90% bound 0.048), at the ceiling'
+    assert stats.decision('higher, within +-0.05, at the ceiling') == 'higher'
+    assert stats.label(0.5, [-0.002, 0.003], [-0.002, 0.003], 0.0) == 'not resolved: [-0.002, +0.003]'   # no margin
 
 
 def test_leave_one_out_names_the_seeds_a_verdict_rests_on():
@@ -118,7 +130,7 @@ def test_leave_one_out_names_the_seeds_a_verdict_rests_on():
     fragile = test_of([0.02, 0.03, -0.01, 0.02, 0.03, -0.005, 0.02, 0.04])
     for t, p in zip((strong, fragile), stats.holm([strong['p'], fragile['p']])):
         t['p_holm'] = p
-    assert stats.label(fragile['p_holm'], fragile['ci90'], fragile['ci95'], 0.05) == 'higher'
+    assert stats.label(fragile['p_holm'], fragile['ci90'], fragile['ci95'], 0.05) == 'higher, within +-0.05'
     stats.leave_one_out([strong, fragile], 0.05)
     assert strong['leave_one_out'] == {'p_holm': [2 / 64, 2 / 64], 'survives': True, 'flips': []}
     assert fragile['leave_one_out'] == {'p_holm': [2 / 64, 4 / 64], 'survives': False, 'flips': [1, 2, 4, 5, 7, 8]}
@@ -177,22 +189,85 @@ def fake_results(ctrl_median, ctrl_pass, t):
                                                                    'vs_control': {'area': {'left_out': t}}}}}
 
 
-def test_verdict_rows_say_untestable_at_ceiling_and_read_their_label_from_the_interval():
+def test_verdict_rows_read_their_label_from_the_interval_and_say_where_an_arm_is_at_the_ceiling():
     from study import verdicts
     t = {'difference': 0.08, 'ci95': [0.05, 0.11], 'sd': 0.047, 'p': 0.001, 'p_holm': 0.003,
          'seeds': list(range(1, 13)), 'seeds_for_power': 4}
     row, = verdicts.rows('s', 'claim', fake_results(0.41, 3, t))
     assert '| 0.001 | 0.003 | 12 paired | higher |' in row and '+0.080 [+0.050, +0.110]' in row
-    # median area >= 0.95
-    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.97, 3, t))[0]
-    # every run passes
-    assert 'untestable on this recipe' in verdicts.rows('s', 'claim', fake_results(0.41, 12, t))[0]
+    # a control whose runs all extrapolate, or whose median area is 0.97, is no ceiling: the label alone decides
+    assert verdicts.rows('s', 'claim', fake_results(0.97, 12, t))[0].endswith('| higher |')
+    # an arm at the ceiling, as the summary records it (the mean areas the test is built from): said after the rest
+    top = dict(t, areas={'vpad': 0.995, 'none': 0.915})
+    assert verdicts.rows('s', 'claim', fake_results(0.915, 3, top))[0].endswith('| higher, at the ceiling |')
     weak = dict(t, p=0.03, p_holm=0.09)  # Holm > 0.05, and the 90% interval (+0.056, +0.104) reaches past 0.05
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, weak))[0].endswith(
         '| not resolved after Holm: [+0.050, +0.110] excludes 0, Holm p 0.090 |')
     small = dict(weak, difference=0.01, ci95=[-0.02, 0.04], sd=0.047)   # 90% interval +0.01 +- 0.024: inside +-0.05
     assert verdicts.rows('s', 'claim', fake_results(0.41, 3, small))[0].endswith(
         '| equivalent within +-0.05, 90% [-0.014, +0.034] |')          # the interval that decides it, quoted
+    resolved = dict(small, p=0.001, p_holm=0.003, areas={'vpad': 1.0, 'none': 0.99})
+    assert verdicts.rows('s', 'claim', fake_results(0.41, 3, resolved))[0].endswith(
+        '| higher, within +-0.05, at the ceiling, 90% [-0.014, +0.034] |')
+
+
+def planted_study(plain, yarn, spread=None):
+    """A summary of arms none and vpad on 8 seeds, from planted mean areas per arm, plain and under yarn
+    (each seed off its arm's mean by a small, different amount; vpad's `spread` times none's): vpad against
+    none plain and under yarn, and the comparisons vpad@yarn - none@yarn and the interaction
+    (vpad@yarn - none@yarn) - (vpad - none), labelled by outcomes.rederive as summarize and study.tables
+    label them."""
+    from study import outcomes
+    noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001, -0.004]
+
+    def area(mean, k):               # the arm's areas per seed, none above 1
+        per_seed = {str(s): min(1.0, mean + k * n) for s, n in enumerate(noise, 1)}
+        return {'per_seed': per_seed, 'never_fit_as_0': {'per_seed': per_seed}}
+    arms = {a: {'arm': a, 'point': None, 'area': area(plain[a], k), 'variants': {'yarn': {'area': area(yarn[a], k)}}}
+            for a, k in (('none', 1), ('vpad', spread or (-0.25 if yarn['vpad'] >= 0.99 else 2)))}
+    test = lambda x, y: outcomes.area_test(x['per_seed'], y['per_seed'])    # noqa: E731
+    arms['vpad']['vs_control'] = {'control': 'none', 'family': '', 'area': {
+        w: test(arms['vpad']['area'], arms['none']['area']) for w in ('left_out', 'never_fit_as_0')}}
+    arms['vpad']['variants']['yarn']['vs_control'] = {'control': 'none', 'family': '', **{
+        w: test(arms['vpad']['variants']['yarn']['area'], arms['none']['variants']['yarn']['area'])
+        for w in ('left_out', 'never_fit_as_0')}}
+    cfg = {'arms': {'none': {}, 'vpad': {}}, 'eval_variants': 'yarn', 'delta': 0.05,
+           'comparisons': {'yarn': [['vpad@yarn', 'none@yarn'], ['vpad@yarn - none@yarn', 'vpad - none']]}}
+    res = {'rule': {'control': 'none', 'delta': 0.05, 'families': {}}, 'eval': {'variants': ['yarn']}, 'arms': arms,
+           'comparisons': outcomes.comparisons(arms, cfg)}
+    outcomes.rederive(res)
+    plain_t, yarn_t = arms['vpad']['vs_control']['area']['left_out'], arms['vpad']['variants']['yarn']['vs_control']
+    gain, inter = (t['left_out'] for t in res['comparisons'])
+    return {'plain': plain_t, 'yarn': yarn_t['left_out'], 'gain': gain, 'interaction': inter}
+
+
+def test_each_label_case_on_planted_areas():
+    """One summary per case, planted: a difference resolved but too small to matter reads 'higher, within
+    +-0.05' (or lower); a comparison with an arm at mean area >= 0.99, on either side, or a term of an
+    interaction built from one, says 'at the ceiling' after its other words; the rest read as before."""
+    v = lambda t: stats.verdict(t, 0.05)          # noqa: E731  (the label every table prints)
+    # plain, no arm near the ceiling: vpad 0.02 above none on every seed, then 0.10 above, 0.10 below, level
+    assert v(planted_study({'none': 0.40, 'vpad': 0.42}, {'none': 0.6, 'vpad': 0.6})['plain']) == \
+        'higher, within +-0.05'
+    assert v(planted_study({'none': 0.42, 'vpad': 0.40}, {'none': 0.6, 'vpad': 0.6})['plain']) == \
+        'lower, within +-0.05'
+    assert v(planted_study({'none': 0.40, 'vpad': 0.50}, {'none': 0.6, 'vpad': 0.6})['plain']) == 'higher'
+    assert v(planted_study({'none': 0.50, 'vpad': 0.40}, {'none': 0.6, 'vpad': 0.6})['plain']) == 'lower'
+    level = planted_study({'none': 0.40, 'vpad': 0.40}, {'none': 0.6, 'vpad': 0.6})
+    assert v(level['plain']).startswith('equivalent within +-0.05') and 'ceiling' not in v(level['plain'])
+    wide = planted_study({'none': 0.40, 'vpad': 0.40}, {'none': 0.6, 'vpad': 0.6}, spread=30)['plain']
+    assert v(wide) == f"not resolved: [{wide['ci95'][0]:+.3f}, {wide['ci95'][1]:+.3f}]"
+    # at the ceiling on the arm's side, then on the control's: the words the interval gives, then the ceiling
+    case = planted_study({'none': 0.90, 'vpad': 0.995}, {'none': 0.6, 'vpad': 0.6})
+    assert v(case['plain']) == 'higher, at the ceiling' and case['plain']['areas']['vpad'] >= 0.99
+    case = planted_study({'none': 0.995, 'vpad': 0.90}, {'none': 0.6, 'vpad': 0.6})
+    assert v(case['plain']) == 'lower, at the ceiling' and case['plain']['areas']['none'] >= 0.99
+    # the practitioner's case: both at the ceiling under yarn, vpad 0.007 above; the interaction built from them
+    case = planted_study({'none': 0.40, 'vpad': 0.55}, {'none': 0.992, 'vpad': 0.999})
+    assert v(case['yarn']) == v(case['gain']) == 'higher, within +-0.05, at the ceiling'
+    assert v(case['interaction']) == 'lower, at the ceiling' and v(case['plain']) == 'higher'
+    assert set(case['interaction']['areas']) == {'vpad@yarn', 'none@yarn', 'vpad', 'none'}
+    assert case['interaction']['label'] == v(case['interaction'])      # results.json holds the label it prints
 
 
 def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
@@ -215,6 +290,21 @@ def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_poin
         '| equivalent within +-0.05, 90% [-0.006, +0.026] |')
     assert 'none_wd vs none, cooled area at +10000: 0.300 vs 0.400, -0.100' in rows[3] and rows[3].endswith('| lower |')
     assert 'vpad vs none, cooled area at +10000: 0.500 vs 0.400, +0.100' in rows[4] and rows[4].endswith('| higher |')
+
+
+def test_study_scalings_weight_decay_family_is_corrected_over_both_its_tests():
+    """study_scaling's config pre-registered one weight decay family of two tests, none_wd against none at +4000
+    and its change from +1000 against none's; its summary now corrects them together (Holm over 2), where
+    each was corrected alone before: none_wd - none, p 0.036, is not resolved after Holm."""
+    import copy
+    from study import outcomes, verdicts
+    res = verdicts.load('study_scaling')
+    t = res['arms']['none_wd +4000']['vs_control']['area']['left_out']
+    change = res['long']['change_vs_control']['none_wd']
+    assert [t['p_holm'], change['p_holm']] == stats.holm([t['p'], change['p']])
+    assert stats.fmt_p(t['p_holm']) == '0.071' and stats.verdict(t, 0.05).startswith('not resolved after Holm')
+    assert res['rule_change']['labels']['none_wd +4000 vs none +4000'][0] == 'lower'      # the old rule's
+    assert outcomes.rederive(copy.deepcopy(res)) == res        # study.tables, from its numbers, gives the same
 
 
 def test_the_readme_verdict_table_is_what_the_committed_results_give():
@@ -280,7 +370,10 @@ def test_the_scales_table_reads_a_negligible_resolved_difference_as_within_the_m
     from study import scales
     ceiling = {'difference': 0.001, 'ci95': [0.0005, 0.0015], 'sd': 0.0008, 'p': 0.001, 'p_holm': 0.002,
                'seeds': list(range(12))}           # resolved, but a 90% interval far inside +-0.05: both at 1.00
-    assert stats.verdict(ceiling, 0.05) == 'higher' and scales.reading(ceiling, 0.05) == 'within +-0.05'
+    assert stats.verdict(ceiling, 0.05) == 'higher, within +-0.05' and scales.reading(ceiling, 0.05) == 'within +-0.05'
+    ceiling['areas'] = {'vpad@yarn': 1.0, 'none@yarn': 0.999}
+    assert stats.verdict(ceiling, 0.05) == 'higher, within +-0.05, at the ceiling'
+    assert scales.reading(ceiling, 0.05) == 'within +-0.05'
     assert scales.reading(dict(ceiling, difference=0.1, ci95=[0.08, 0.12], sd=0.03), 0.05) == 'higher'
     one = {'difference': 0.2, 'ci95': None, 'ci90': None, 'sd': None, 'p': 1.0, 'p_holm': 1.0, 'seeds': [21]}
     assert scales.reading(one, 0.05) == 'not resolved'

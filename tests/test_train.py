@@ -395,6 +395,8 @@ def test_bad_data_and_busy_or_moved_runs_are_one_line_and_write_nothing(data_dir
     ('nan', ['beta1=nan', 'finite']),
     ('--seed=1000000000000000000000000000000', ['seed=', '2**63']),
     ('--rope_theta=0', ['rope_theta=0', 'positive']),
+    ('--distractors=0.2', ['distractors=0.2', 'mqar_haystack only']),          # base_config trains niah_single
+    ('--distractors=1', ['distractors=1', '[0, 1)']),
 ])
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, case, words):
     data = tmp_path / 'data'
