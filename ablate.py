@@ -51,18 +51,22 @@ sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extra
 (Holm), a permutation test of the accuracy at extrap_multiple x, and the seeds 80% power needs.
 """
 
-import contextlib
-import dataclasses
-import io
-import json
-import os
-import re
-import shlex
-import subprocess
-import sys
-import time
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
+import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
@@ -127,7 +131,7 @@ reproduce = 0              # > 0: train nothing of the grid; retrain this many c
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
                            # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
-from configurator import configure, settings_of, unknown_key  # noqa: E402
+from configurator import configure, settings_of, started, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 import sample_data  # noqa: E402
@@ -696,6 +700,7 @@ def main(argv):
         from study import launch                 # submitit's launchers; checked before anything is written
     extra = launch.check_launcher(cfg) if launch else {}
     runs = plan(cfg, passed, selected, train_settings)
+    started()           # the end of start-up: what follows may write (a summary set aside, --reproduce's runs)
     if cfg['reproduce'] > 0:
         arm = selected[0] if selected and len(selected) == 1 else (None if selected else cfg['control'])
         if not arm:

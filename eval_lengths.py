@@ -21,19 +21,23 @@ Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib i
 the first; the key probe (--absent_key=True) writes eval_absent_key.json and .png instead.
 """
 
-import json
-import os
-import shlex
-import sys
-import time
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
-from tqdm import tqdm
+import json  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-from configurator import configure, settings_of
-from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS
-import rundir
-import sample_data
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from configurator import configure, settings_of  # noqa: E402
+from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS  # noqa: E402
+import rundir  # noqa: E402
+import sample_data  # noqa: E402
 
 # -----------------------------------------------------------------------------
 out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas

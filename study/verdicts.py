@@ -12,13 +12,18 @@ beside the point of the map its recipe sits at.
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
 """
 
-import os
-import statistics
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import rundir
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
 
-from study.stats import CHANGE, DELTA, decision, family_arms, fmt_p, range_text, t_interval, verdict, within
+import rundir  # noqa: E402
+
+from study.stats import (CHANGE, DELTA, decision, family_arms, fmt_p, range_text, t_interval, verdict,  # noqa: E402
+                         within)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -315,4 +320,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])
