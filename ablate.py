@@ -131,7 +131,7 @@ reproduce = 0              # > 0: train nothing of the grid; retrain this many c
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
                            # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
-from configurator import configure, settings_of, started, unknown_key  # noqa: E402
+from configurator import configure, items, settings_of, started, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 import sample_data  # noqa: E402
@@ -153,14 +153,15 @@ from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progre
 
 def parse_variants(text):
     """eval_variants: 'pi,ntk,yarn' -> ('pi', 'ntk', 'yarn'); each a variant eval_lengths.parse_variant knows."""
-    names = [v.strip() for v in text.split(',')] if text.strip() else []
+    try:
+        names = items('eval_variants', text)
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}") from None
     for v in names:
-        if not v:
-            raise SystemExit(f"config error: eval_variants={text!r} has an empty item: give names separated by commas")
         try:
             eval_lengths.parse_variant(v)
         except ValueError as e:
-            raise SystemExit(f"config error: {e}") from None
+            raise SystemExit(f"config error: eval_variants={text!r}: {e}") from None
     if len(set(names)) < len(names):
         raise SystemExit(f"config error: eval_variants={text!r} names a variant twice")
     return tuple(names)
@@ -181,7 +182,10 @@ def split_argv(argv, study_keys, train_keys):
     for arg in argv:
         key = arg[2:].split('=', 1)[0] if arg.startswith('--') else None
         if key == 'arms':
-            selected = [a for a in arg.split('=', 1)[1].split(',') if a.strip()] if '=' in arg else []
+            try:
+                selected = items('arms', arg.split('=', 1)[1]) if '=' in arg else []
+            except ValueError as e:
+                raise SystemExit(f"config error: {e}") from None
         elif key is None or key in study_keys or key in ('help', ''):
             own.append(arg)
         elif key == 'seed':
@@ -212,7 +216,11 @@ def plan(cfg, passed, selected, train_settings, studies=()):
             if a not in cfg['arms']:
                 fail(f"unknown arm '{a}' in --arms; arms of this study: {', '.join(cfg['arms'])}")
     try:
-        seed_list = [int(s) for s in cfg['seeds'].split(',') if s.strip()]
+        seed_items = items('seeds', cfg['seeds'])
+    except ValueError as e:
+        fail(str(e))
+    try:
+        seed_list = [int(s) for s in seed_items]
     except ValueError:
         seed_list = None
     if not seed_list:

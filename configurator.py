@@ -16,7 +16,8 @@ Errors exit with one line, no stack trace. An int is accepted where a float is e
 take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its
 default and the comment written beside it in the calling script, then exits.
 
-It also owns what every entry point does first (startup).
+It also owns what every entry point does first (startup), and the one reading of a comma-separated
+setting (items).
 """
 
 import os
@@ -225,6 +226,16 @@ def started():
     """The end of start-up for a script with no handler of its own: Ctrl-C raises KeyboardInterrupt again."""
     if signal.getsignal(signal.SIGINT) is _stopped_at_startup:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def items(key, text):
+    """A comma-separated setting -> its items, stripped: 'a, b' -> ['a', 'b'], '' -> []. An empty or
+    blank item ('1,,2', '1,2,', ' ') is a ValueError naming the key, not dropped: a typo must not
+    silently change what runs. The one reading of every list key (multiples, seeds, tasks, ...)."""
+    parts = [p.strip() for p in text.split(',')] if text else []
+    if '' in parts:
+        raise ValueError(f"{key}={_short(text)} has an empty item: separate items by single commas, none at either end")
+    return parts
 
 
 if __name__ == '__main__':

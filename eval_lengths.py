@@ -34,7 +34,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from configurator import configure, settings_of  # noqa: E402
+from configurator import configure, items, settings_of  # noqa: E402
 from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS  # noqa: E402
 import rundir  # noqa: E402
 import sample_data  # noqa: E402
@@ -60,8 +60,9 @@ logit_scale = ''            # attention logits x: '' (1); 'log' (log L / log T);
 
 def parse_multiples(key, text):
     """'1,2,4' -> [1, 2, 4]; anything else is a ValueError naming the key."""
+    parts = items(key, text)
     try:
-        mults = [int(m) for m in text.split(',') if m]
+        mults = [int(m) for m in parts]
     except ValueError:
         mults = []
     if not mults or min(mults) < 1:
@@ -366,7 +367,10 @@ def plot_results(records, path):
 
 def check_args(cfg):
     """-> (runs, task names or None for 'trained', multiples); one-line errors for bad input."""
-    runs = [r.strip() for r in cfg['out_dirs'].split(',') if r.strip()]
+    try:
+        runs = items('out_dirs', cfg['out_dirs'])
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}") from None
     if not runs:
         raise SystemExit("config error: out_dirs is empty: give a run dir, e.g. --out_dirs=out/vpad")
     for key in ('eval_samples', 'eval_batch_size'):

@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 import tiktoken  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from configurator import configure, settings_of  # noqa: E402
+from configurator import configure, items, settings_of  # noqa: E402
 import rundir  # noqa: E402
 
 VERSION = 3         # the corpus format (meta.json, the token files); a corpus of another is refused
@@ -608,7 +608,7 @@ def parse_tasks(tasks, key='tasks', weighted=True):
     """'niah_single,vt:2' -> (['niah_single', 'vt'], [1.0, 2.0]), or a ValueError naming the key: the
     one check of task names, for every script that takes them (weighted=False: names only)."""
     names, weights = [], []
-    for item in filter(None, map(str.strip, tasks.split(','))):
+    for item in items(key, tasks):
         name, colon, weight = item.partition(':')
         if name not in TASKS:
             raise ValueError(f"{key}={tasks!r}: unknown task '{name}'; choose from {', '.join(TASKS)}")

@@ -1,15 +1,24 @@
 """
-Every entry point as a user starts it: a Ctrl-C at start-up (configurator.startup).
+Every entry point as a user starts it: a Ctrl-C at start-up (configurator.startup), and the refusals
+they share: an empty item in any list key (configurator.items).
 """
 
+import contextlib
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from configurator import STOPPED_AT_STARTUP
+import ablate
+import eval_lengths
+import sample_data
+import train
+from configurator import STOPPED_AT_STARTUP, settings_of
+from test_train import script_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,3 +82,65 @@ def test_ctrl_c_at_startup_is_one_line_exit_130_and_writes_nothing(tmp_path, arg
             proc.wait()
     assert (proc.returncode, rest) == (130, STOPPED_AT_STARTUP + '\n'), rest[-3000:]
     assert os.listdir(work) == []
+
+
+
+def snapshot(root):
+    return {os.path.join(d, f): open(os.path.join(d, f), 'rb').read()
+            for d, _, files in os.walk(root) for f in files} | {d: None for d, _, _ in os.walk(root)}
+
+
+def refusal(tmp_path, script, *args):
+    """`python <script> *args` run here: -> its refusal, which must be one line, written before
+    anything in tmp_path changed."""
+    before = snapshot(tmp_path)
+    with pytest.raises(SystemExit) as e, contextlib.redirect_stdout(io.StringIO()):
+        script_here(script, args)
+    msg = e.value.code
+    assert isinstance(msg, str) and len(msg.strip().splitlines()) == 1, msg
+    assert snapshot(tmp_path) == before
+    return msg
+
+
+KEYS = {'train.py': settings_of(vars(train)), 'eval_lengths.py': settings_of(vars(eval_lengths)),
+        'sample_data.py': settings_of(vars(sample_data)), 'ablate.py': ablate.study_settings()}
+
+
+def names_only(msg, script, key):
+    """The refusal names `key` and no other key of the script's."""
+    assert re.search(rf'\b{key}\b', msg), msg
+    others = [k for k in KEYS[script] if k != key and re.search(rf'(?<![\w-]){k}(?![\w-])', msg)]
+    assert not others, (others, msg)
+
+
+def command(tmp_path, script):
+    """A command of `script` that runs but for the key a test gives, all its paths in tmp_path."""
+    if script == 'train.py':
+        return ['tests/base_config.py', f'--out_dir={tmp_path / "run"}', f'--data_dir={tmp_path / "data"}']
+    if script == 'eval_lengths.py':
+        return [f'--out_dirs={tmp_path / "run"}']
+    if script == 'sample_data.py':
+        return [f'--data_dir={tmp_path / "data"}', '--num_tokens=1000']
+    study = tmp_path / 'study.py'
+    study.write_text(f"base_config = 'tests/base_config.py'\narms = {{'none': {{}}, 'wd': {{'weight_decay': 0.1}}}}\n"
+                     f"grid_dir = {str(tmp_path / 'grid')!r}\nmultiples = '1,2'\nextrap_multiple = 2\n")
+    return [str(study)]
+
+
+LIST_KEYS = [('train.py', 'tasks', 'mqar,,niah_single'), ('train.py', 'eval_tasks', 'mqar,'),
+             ('train.py', 'eval_multiples', '1,,4'), ('train.py', 'final_multiples', ',1,2'),
+             ('train.py', 'snapshots_after_fit', '1,,2'),
+             ('eval_lengths.py', 'out_dirs', 'a,,b'), ('eval_lengths.py', 'tasks', 'mqar,,vt'),
+             ('eval_lengths.py', 'multiples', '1,,2'),
+             ('sample_data.py', 'tasks', 'niah_single,,vt'),
+             ('ablate.py', 'seeds', '1,,2'), ('ablate.py', 'multiples', '1,,2'), ('ablate.py', 'arms', 'none,,wd'),
+             ('ablate.py', 'eval_variants', 'yarn,,pi'), ('ablate.py', 'slurm_extra', 'account=a,,qos=b')]
+
+
+@pytest.mark.parametrize('script,key,value', LIST_KEYS, ids=[f'{s} {k}' for s, k, _ in LIST_KEYS])
+def test_an_empty_list_item_is_refused_alike_for_every_list_key(tmp_path, script, key, value):
+    """'1,,2' is a typo, not 1,2: refused in one line naming the key, by every script, for every list key."""
+    extra = ['--launcher=submitit_local'] if key == 'slurm_extra' else []
+    msg = refusal(tmp_path, script, *command(tmp_path, script), *extra, f'--{key}={value}')
+    assert f"{key}={value!r} has an empty item" in msg, msg
+    names_only(msg, script, key)

@@ -65,14 +65,19 @@ def on(data_dir):
 
 def train_here(args):
     """`python train.py *args`, run in this process: a subprocess costs ~3 s of imports and compiles
-    the dropout kernels again. Its run dir's lock and its SIGINT / SIGTERM handlers are given back
-    as at the end of a process of its own."""
+    the dropout kernels again."""
+    script_here('train.py', args)
+
+
+def script_here(script, args):
+    """`python <script> *args`, run in this process as __main__. Its run dir's lock and its SIGINT /
+    SIGTERM handlers are given back as at the end of a process of its own."""
     argv, cwd, held = sys.argv, os.getcwd(), set(rundir.HELD)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    sys.argv = ['train.py', *args]
+    sys.argv = [script, *args]
     os.chdir(ROOT)
     try:
-        runpy.run_path('train.py', run_name='__main__')
+        runpy.run_path(script, run_name='__main__')
     finally:
         sys.argv = argv
         os.chdir(cwd)
