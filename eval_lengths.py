@@ -26,6 +26,7 @@ if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configur
     configurator.startup()
 
 import json  # noqa: E402
+import math  # noqa: E402
 import os  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
@@ -89,13 +90,15 @@ def parse_variant(name):
             logit = part[5:]
         else:
             raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
-                             f"and one logit scale, 'log' or 'logit<factor>' (e.g. 'yarn', 'ntk+log', 'logit1.2')")
+                             f"and one logit scale, 'log' or 'logit<factor>' with a positive finite factor (e.g. "
+                             f"'yarn', 'ntk+log', 'logit1.2')")
     return rope, logit
 
 
 def is_factor(text):
+    """A logit factor: a positive finite number ('inf' would make every logit NaN, and every answer wrong)."""
     try:
-        return float(text) > 0
+        return 0 < float(text) < math.inf
     except ValueError:
         return False
 
@@ -105,7 +108,7 @@ def check_variant(rope, logit):
     if rope not in ROPE_SCALINGS:
         raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
     if logit not in ('', 'log') and not is_factor(logit):
-        raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive number")
+        raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive finite number")
     return variant_name(rope, logit)
 
 

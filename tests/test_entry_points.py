@@ -1,6 +1,6 @@
 """
 Every entry point as a user starts it: a Ctrl-C at start-up (configurator.startup), and the refusals
-they share: an empty item in any list key (configurator.items).
+they share: an empty item in any list key (configurator.items), and a logit factor that is not finite.
 """
 
 import contextlib
@@ -143,4 +143,16 @@ def test_an_empty_list_item_is_refused_alike_for_every_list_key(tmp_path, script
     extra = ['--launcher=submitit_local'] if key == 'slurm_extra' else []
     msg = refusal(tmp_path, script, *command(tmp_path, script), *extra, f'--{key}={value}')
     assert f"{key}={value!r} has an empty item" in msg, msg
+    names_only(msg, script, key)
+
+
+FACTORS = [('eval_lengths.py', 'logit_scale', v) for v in ('inf', '-inf', 'nan', '1e999', '0')] + \
+          [('ablate.py', 'eval_variants', v) for v in ('logitinf', 'yarn+logitnan', 'pi,logit1e999')]
+
+
+@pytest.mark.parametrize('script,key,value', FACTORS, ids=[f'{s} {v}' for s, _, v in FACTORS])
+def test_a_logit_factor_must_be_finite(tmp_path, script, key, value):
+    """An infinite factor made every logit NaN and wrote accuracy 0.0 with exit 0: refused, naming the key."""
+    msg = refusal(tmp_path, script, *command(tmp_path, script), f'--{key}={value}')
+    assert f"{key}={value!r}" in msg and 'positive finite' in msg, msg
     names_only(msg, script, key)
