@@ -234,8 +234,9 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                  f"digits, '_', '-', '+' or '.' (not '', '.' or '..', no '/')")
     if not os.path.isfile(cfg['base_config']):
         fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
-    if cfg['workers'] < 1 or cfg['eval_samples'] < 1:
-        fail("workers and eval_samples must be positive")
+    for k in ('workers', 'eval_samples'):
+        if cfg[k] < 1:
+            fail(f"{k}={cfg[k]} must be positive")
     for k in ('grid_dir', 'results_dir'):
         if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
             fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
@@ -246,8 +247,12 @@ def plan(cfg, passed, selected, train_settings, studies=()):
     if cfg['control'] and cfg['control'] not in cfg['arms']:
         fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, "
              f"or '' for no tests")
-    if cfg['deteriorate_multiple'] < 0 or cfg['deteriorate_evals'] < 1 or not 0 < cfg['deteriorate_drop'] <= 1:
-        fail("deteriorate_multiple must be >= 0 (0 = no rule), deteriorate_evals >= 1, deteriorate_drop in (0, 1]")
+    if cfg['deteriorate_multiple'] < 0:
+        fail(f"deteriorate_multiple={cfg['deteriorate_multiple']} must be >= 0 (0 = no rule)")
+    if cfg['deteriorate_evals'] < 1:
+        fail(f"deteriorate_evals={cfg['deteriorate_evals']} must be >= 1")
+    if not 0 < cfg['deteriorate_drop'] <= 1:
+        fail(f"deteriorate_drop={cfg['deteriorate_drop']} must be in (0, 1]")
     for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
         if not 0 < cfg[k] <= 1:
             fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")

@@ -1,6 +1,7 @@
 """
 Every entry point as a user starts it: a Ctrl-C at start-up (configurator.startup), and the refusals
-they share: an empty item in any list key (configurator.items), and a logit factor that is not finite.
+they share: an empty item in any list key (configurator.items), a logit factor that is not finite,
+and messages that name only the key given.
 """
 
 import contextlib
@@ -84,6 +85,8 @@ def test_ctrl_c_at_startup_is_one_line_exit_130_and_writes_nothing(tmp_path, arg
     assert os.listdir(work) == []
 
 
+# -----------------------------------------------------------------------------
+# refusals, each script run in this process (a subprocess costs seconds of imports) as its __main__
 
 def snapshot(root):
     return {os.path.join(d, f): open(os.path.join(d, f), 'rb').read()
@@ -155,4 +158,16 @@ def test_a_logit_factor_must_be_finite(tmp_path, script, key, value):
     """An infinite factor made every logit NaN and wrote accuracy 0.0 with exit 0: refused, naming the key."""
     msg = refusal(tmp_path, script, *command(tmp_path, script), f'--{key}={value}')
     assert f"{key}={value!r}" in msg and 'positive finite' in msg, msg
+    names_only(msg, script, key)
+
+
+ONE_KEY = [('ablate.py', 'workers', 0), ('ablate.py', 'eval_samples', 0), ('ablate.py', 'deteriorate_multiple', -1),
+           ('ablate.py', 'deteriorate_evals', 0), ('ablate.py', 'deteriorate_drop', 0),
+           ('eval_lengths.py', 'eval_samples', 0), ('eval_lengths.py', 'eval_batch_size', 0)]
+
+
+@pytest.mark.parametrize('script,key,value', ONE_KEY, ids=[f'{s} {k}={v}' for s, k, v in ONE_KEY])
+def test_a_refusal_names_only_the_key_given(tmp_path, script, key, value):
+    msg = refusal(tmp_path, script, *command(tmp_path, script), f'--{key}={value}')
+    assert f"{key}={value}" in msg, msg
     names_only(msg, script, key)
