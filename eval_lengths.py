@@ -403,9 +403,11 @@ def main(argv):
     name = record_name(variant, cfg['absent_key'])
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         model = load_run(run, 'cpu')[0]
-        if variant and not has_rope(model):
+        if variant and not has_rope(model):   # named as given: rope_scaling, logit_scale or both
+            given = ' and '.join(f"{k}={cfg[k]!r}" for k, plain in (('rope_scaling', 'none'), ('logit_scale', ''))
+                                 if cfg[k] != plain)
             raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "
-                             f"rope_scaling and logit_scale rescale RoPE layers; evaluate it plain")
+                             f"{given} rescales RoPE layers only; evaluate it plain")
         why = too_many_examples(cfg['eval_samples'], min(mults) * model.config.block_size)
         if why:                 # else every point would be skipped, and the run's eval overwritten with nothing
             raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,}: {why} (at {run}'s shortest length): "
