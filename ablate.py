@@ -51,18 +51,22 @@ sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extra
 (Holm), a permutation test of the accuracy at extrap_multiple x, and the seeds 80% power needs.
 """
 
-import contextlib
-import dataclasses
-import io
-import json
-import os
-import re
-import shlex
-import subprocess
-import sys
-import time
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
+import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
@@ -128,7 +132,7 @@ reproduce = 0              # > 0: train nothing of the grid; retrain this many c
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
                            # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
-from configurator import configure, settings_of, unknown_key  # noqa: E402
+from configurator import configure, items, settings_of, started, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 import rundir  # noqa: E402
 import sample_data  # noqa: E402
@@ -150,14 +154,15 @@ from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progre
 
 def parse_variants(text):
     """eval_variants: 'pi,ntk,yarn' -> ('pi', 'ntk', 'yarn'); each a variant eval_lengths.parse_variant knows."""
-    names = [v.strip() for v in text.split(',')] if text.strip() else []
+    try:
+        names = items('eval_variants', text)
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}") from None
     for v in names:
-        if not v:
-            raise SystemExit(f"config error: eval_variants={text!r} has an empty item: give names separated by commas")
         try:
             eval_lengths.parse_variant(v)
         except ValueError as e:
-            raise SystemExit(f"config error: {e}") from None
+            raise SystemExit(f"config error: eval_variants={text!r}: {e}") from None
     if len(set(names)) < len(names):
         raise SystemExit(f"config error: eval_variants={text!r} names a variant twice")
     return tuple(names)
@@ -178,7 +183,10 @@ def split_argv(argv, study_keys, train_keys):
     for arg in argv:
         key = arg[2:].split('=', 1)[0] if arg.startswith('--') else None
         if key == 'arms':
-            selected = [a for a in arg.split('=', 1)[1].split(',') if a.strip()] if '=' in arg else []
+            try:
+                selected = items('arms', arg.split('=', 1)[1]) if '=' in arg else []
+            except ValueError as e:
+                raise SystemExit(f"config error: {e}") from None
         elif key is None or key in study_keys or key in ('help', ''):
             own.append(arg)
         elif key == 'seed':
@@ -209,7 +217,11 @@ def plan(cfg, passed, selected, train_settings, studies=()):
             if a not in cfg['arms']:
                 fail(f"unknown arm '{a}' in --arms; arms of this study: {', '.join(cfg['arms'])}")
     try:
-        seed_list = [int(s) for s in cfg['seeds'].split(',') if s.strip()]
+        seed_items = items('seeds', cfg['seeds'])
+    except ValueError as e:
+        fail(str(e))
+    try:
+        seed_list = [int(s) for s in seed_items]
     except ValueError:
         seed_list = None
     if not seed_list:
@@ -223,8 +235,9 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                  f"digits, '_', '-', '+' or '.' (not '', '.' or '..', no '/')")
     if not os.path.isfile(cfg['base_config']):
         fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
-    if cfg['workers'] < 1 or cfg['eval_samples'] < 1:
-        fail("workers and eval_samples must be positive")
+    for k in ('workers', 'eval_samples'):
+        if cfg[k] < 1:
+            fail(f"{k}={cfg[k]} must be positive")
     for k in ('grid_dir', 'results_dir'):
         if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
             fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
@@ -235,8 +248,12 @@ def plan(cfg, passed, selected, train_settings, studies=()):
     if cfg['control'] and cfg['control'] not in cfg['arms']:
         fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, "
              f"or '' for no tests")
-    if cfg['deteriorate_multiple'] < 0 or cfg['deteriorate_evals'] < 1 or not 0 < cfg['deteriorate_drop'] <= 1:
-        fail("deteriorate_multiple must be >= 0 (0 = no rule), deteriorate_evals >= 1, deteriorate_drop in (0, 1]")
+    if cfg['deteriorate_multiple'] < 0:
+        fail(f"deteriorate_multiple={cfg['deteriorate_multiple']} must be >= 0 (0 = no rule)")
+    if cfg['deteriorate_evals'] < 1:
+        fail(f"deteriorate_evals={cfg['deteriorate_evals']} must be >= 1")
+    if not 0 < cfg['deteriorate_drop'] <= 1:
+        fail(f"deteriorate_drop={cfg['deteriorate_drop']} must be in (0, 1]")
     for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
         if not 0 < cfg[k] <= 1:
             fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
@@ -705,6 +722,7 @@ def main(argv):
         from study import launch                 # submitit's launchers; checked before anything is written
     extra = launch.check_launcher(cfg) if launch else {}
     runs = plan(cfg, passed, selected, train_settings)
+    started()           # the end of start-up: what follows may write (a summary set aside, --reproduce's runs)
     if cfg['reproduce'] > 0:
         arm = selected[0] if selected and len(selected) == 1 else (None if selected else cfg['control'])
         if not arm:

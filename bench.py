@@ -11,22 +11,26 @@ comes and goes on a shared machine hits every variant alike, and print the media
 are not ranked. Rerun before believing a small difference.
 """
 
-import contextlib
-import io
-import os
-import statistics
-import subprocess
-import sys
-import time
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
-import torch.nn.functional as F
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-import kernels
-import model as M
-from configurator import configure, settings_of
-from kernels import CompiledOrEager, ssd_scan_fast
-from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import kernels  # noqa: E402
+import model as M  # noqa: E402
+from configurator import configure, settings_of  # noqa: E402
+from kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
+from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential  # noqa: E402
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -364,6 +368,7 @@ if __name__ == '__main__':
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name(device)}")
     else:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    configurator.started()   # checked: Ctrl-C mid-bench is Python's KeyboardInterrupt again
     for name, fn in benches.items():
         if only in ('', name) and device.startswith('cuda'):
             fn(device, cfg['peak_flops'])

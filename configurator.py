@@ -15,14 +15,17 @@ expected type and what was given, and a missing config file (or one that does no
 Errors exit with one line, no stack trace. An int is accepted where a float is expected; booleans
 take True / False only, and a bare --flag means --flag=True. `--help` prints every key with its
 default and the comment written beside it in the calling script, then exits.
+
+It also owns what every entry point does first (startup), and the one reading of a comma-separated
+setting (items).
 """
 
-import ast
-import difflib
-import inspect
 import os
-import re
+import signal
 import sys
+
+# ast, difflib, inspect and re are imported where they are used: a script imports this module first,
+# and a Ctrl-C is one line only from startup() on
 
 
 def _fail(msg):
@@ -36,6 +39,7 @@ def _short(value):
 
 
 def unknown_key(key, valid):
+    import difflib
     close = difflib.get_close_matches(key[:200], valid, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
     return f"unknown key {_short(key)}{hint}"
@@ -77,6 +81,7 @@ def _parse(key, raw, default):
     if isinstance(default, str):
         return raw                                  # strings need no quotes: --out_dir=out/vpad
     try:
+        import ast
         return ast.literal_eval(raw)
     except Exception:                               # ValueError, SyntaxError, TypeError ({[1]}), ...
         expected = type(default).__name__
@@ -86,6 +91,7 @@ def _parse(key, raw, default):
 def _reads(source, seen):
     """The config files a config runs (exec(open('config/vpad.py').read())), and those they run in
     turn, in order: the log names every file read."""
+    import re
     out = []
     for path in re.findall(r"""exec\(open\(['"]([^'"]+)['"]\)\.read\(\)\)""", source):
         if path not in seen and path not in out:
@@ -101,6 +107,7 @@ def configure(settings, argv):
     -> a new dict with the same keys and the overridden values."""
     config = dict(settings)
     if '--help' in argv or '-h' in argv:
+        import inspect
         print_help(settings, inspect.stack()[1].filename)
         sys.exit(0)
     for arg in argv:
@@ -156,6 +163,7 @@ def print_help(settings, script):
     """Every key, its default and the comment beside its first assignment in `script`
     (`key = value  # comment`, or `'key': value,  # comment` in a dict of settings), with the
     indented comment-only lines that continue it."""
+    import re
     comments, last = {}, None
     with open(script) as f:
         for line in f:
@@ -181,6 +189,53 @@ def settings_of(namespace):
     the UPPER_CASE ones, which are constants (sample_data.VERSION)."""
     return {k: v for k, v in namespace.items()
             if not k.startswith('_') and not k.isupper() and isinstance(v, (int, float, bool, str))}
+
+
+# -----------------------------------------------------------------------------
+# start-up: the first statement of every entry point (train.py, eval_lengths.py, ablate.py, sample_data.py,
+# bench.py, mismatch.py, each `python -m study.<x>` with a main, ablate.py's children among them) is
+#
+#     if __name__ == '__main__':
+#         import configurator
+#         configurator.startup()
+#
+# before its other imports. It lives here because every script imports this module anyway and it loads
+# only os, signal and sys (no torch, no numpy; its own other imports wait until used), so the window
+# before it is the interpreter's own start. rundir.py loads threading, ctypes and socket first.
+
+STOPPED_AT_STARTUP = "stopped at startup: nothing was written"
+
+
+def _stopped_at_startup(*_):
+    # os._exit, not sys.exit: the signal can land while torch's C++ calls back into Python, where a
+    # raised SystemExit aborts with a C++ trace, or inside an import that catches it and goes on; and
+    # nothing is written yet to clean up
+    signal.signal(signal.SIGINT, lambda *_: None)   # a second Ctrl-C must not say it twice
+    os.write(2, (STOPPED_AT_STARTUP + "\n").encode())
+    os._exit(128 + signal.SIGINT)
+
+
+def startup():
+    """A Ctrl-C from now until start-up ends: one line on stderr, exit 130, nothing written, no
+    traceback, never swallowed. Start-up ends where the script takes the signal itself
+    (rundir.exit_on_signals, once its input is checked) or calls started()."""
+    signal.signal(signal.SIGINT, _stopped_at_startup)
+
+
+def started():
+    """The end of start-up for a script with no handler of its own: Ctrl-C raises KeyboardInterrupt again."""
+    if signal.getsignal(signal.SIGINT) is _stopped_at_startup:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def items(key, text):
+    """A comma-separated setting -> its items, stripped: 'a, b' -> ['a', 'b'], '' -> []. An empty or
+    blank item ('1,,2', '1,2,', ' ') is a ValueError naming the key, not dropped: a typo must not
+    silently change what runs. The one reading of every list key (multiples, seeds, tasks, ...)."""
+    parts = [p.strip() for p in text.split(',')] if text else []
+    if '' in parts:
+        raise ValueError(f"{key}={_short(text)} has an empty item: separate items by single commas, none at either end")
+    return parts
 
 
 if __name__ == '__main__':

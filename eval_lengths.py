@@ -21,19 +21,24 @@ Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib i
 the first; the key probe (--absent_key=True) writes eval_absent_key.json and .png instead.
 """
 
-import json
-import os
-import shlex
-import sys
-import time
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
-from tqdm import tqdm
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-from configurator import configure, settings_of
-from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS
-import rundir
-import sample_data
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from configurator import configure, items, settings_of  # noqa: E402
+from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS  # noqa: E402
+import rundir  # noqa: E402
+import sample_data  # noqa: E402
 
 # -----------------------------------------------------------------------------
 out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas
@@ -56,8 +61,9 @@ logit_scale = ''            # attention logits x: '' (1); 'log' (log L / log T);
 
 def parse_multiples(key, text):
     """'1,2,4' -> [1, 2, 4]; anything else is a ValueError naming the key."""
+    parts = items(key, text)
     try:
-        mults = [int(m) for m in text.split(',') if m]
+        mults = [int(m) for m in parts]
     except ValueError:
         mults = []
     if not mults or min(mults) < 1:
@@ -84,13 +90,15 @@ def parse_variant(name):
             logit = part[5:]
         else:
             raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
-                             f"and one logit scale, 'log' or 'logit<factor>' (e.g. 'yarn', 'ntk+log', 'logit1.2')")
+                             f"and one logit scale, 'log' or 'logit<factor>' with a positive finite factor (e.g. "
+                             f"'yarn', 'ntk+log', 'logit1.2')")
     return rope, logit
 
 
 def is_factor(text):
+    """A logit factor: a positive finite number ('inf' would make every logit NaN, and every answer wrong)."""
     try:
-        return float(text) > 0
+        return 0 < float(text) < math.inf
     except ValueError:
         return False
 
@@ -100,7 +108,7 @@ def check_variant(rope, logit):
     if rope not in ROPE_SCALINGS:
         raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
     if logit not in ('', 'log') and not is_factor(logit):
-        raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive number")
+        raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive finite number")
     return variant_name(rope, logit)
 
 
@@ -362,7 +370,10 @@ def plot_results(records, path):
 
 def check_args(cfg):
     """-> (runs, task names or None for 'trained', multiples); one-line errors for bad input."""
-    runs = [r.strip() for r in cfg['out_dirs'].split(',') if r.strip()]
+    try:
+        runs = items('out_dirs', cfg['out_dirs'])
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}") from None
     if not runs:
         raise SystemExit("config error: out_dirs is empty: give a run dir, e.g. --out_dirs=out/vpad")
     for key in ('eval_samples', 'eval_batch_size'):
@@ -392,9 +403,11 @@ def main(argv):
     name = record_name(variant, cfg['absent_key'])
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         model = load_run(run, 'cpu')[0]
-        if variant and not has_rope(model):
+        if variant and not has_rope(model):   # named as given: rope_scaling, logit_scale or both
+            given = ' and '.join(f"{k}={cfg[k]!r}" for k, plain in (('rope_scaling', 'none'), ('logit_scale', ''))
+                                 if cfg[k] != plain)
             raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "
-                             f"rope_scaling and logit_scale rescale RoPE layers; evaluate it plain")
+                             f"{given} rescales RoPE layers only; evaluate it plain")
         why = too_many_examples(cfg['eval_samples'], min(mults) * model.config.block_size)
         if why:                 # else every point would be skipped, and the run's eval overwritten with nothing
             raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,}: {why} (at {run}'s shortest length): "

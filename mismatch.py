@@ -8,16 +8,20 @@ the input and the output of every linear projection the per-token mean shift, th
     python mismatch.py out/vpad    # a trained run, on rows of its validation data
 """
 
-import os
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import numpy as np
-import torch
-import torch.nn as nn
+import os  # noqa: E402
+import sys  # noqa: E402
 
-import rundir
-import sample_data
-from model import GPT, SITES, GPTConfig
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import rundir  # noqa: E402
+import sample_data  # noqa: E402
+from model import GPT, SITES, GPTConfig  # noqa: E402
 
 
 def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
@@ -137,4 +141,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

@@ -29,29 +29,33 @@ histogram of how far back each training answer token's value sits: `--reach=R` p
 beyond R tokens, the answers that a stack of sliding-window layers reaching R tokens cannot copy.
 """
 
-import base64
-import functools
-import hashlib
-import json
-import math
-import os
-import random
-import re
-import shlex
-import shutil
-import string
-import sys
-import uuid
-import zlib
-from dataclasses import dataclass
-from typing import NamedTuple
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import numpy as np
-import tiktoken
-from tqdm import tqdm
+import base64  # noqa: E402
+import functools  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import shutil  # noqa: E402
+import string  # noqa: E402
+import sys  # noqa: E402
+import uuid  # noqa: E402
+import zlib  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import NamedTuple  # noqa: E402
 
-from configurator import configure, settings_of
-import rundir
+import numpy as np  # noqa: E402
+import tiktoken  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from configurator import configure, items, settings_of  # noqa: E402
+import rundir  # noqa: E402
 
 VERSION = 3         # the corpus format (meta.json, the token files); a corpus of another is refused
 META = 'meta.json'  # in a corpus: its settings and checksums, written last (its tokenizer: rundir.TOKENIZER)
@@ -604,7 +608,7 @@ def parse_tasks(tasks, key='tasks', weighted=True):
     """'niah_single,vt:2' -> (['niah_single', 'vt'], [1.0, 2.0]), or a ValueError naming the key: the
     one check of task names, for every script that takes them (weighted=False: names only)."""
     names, weights = [], []
-    for item in filter(None, map(str.strip, tasks.split(','))):
+    for item in items(key, tasks):
         name, colon, weight = item.partition(':')
         if name not in TASKS:
             raise ValueError(f"{key}={tasks!r}: unknown task '{name}'; choose from {', '.join(TASKS)}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import rundir
+from configurator import items
 
 
 def fits(accs, threshold):
@@ -27,8 +28,9 @@ def parse_snapshots(text, key='snapshots_after_fit'):
     """snapshots_after_fit (or snapshots_at_iter): '1000,4000,10000' -> (1000, 4000, 10000); '' -> (); an
     empty or blank item ('1,,2', ' ') is refused, not dropped: a typo must not silently change a trunk's
     snapshots."""
+    parts = items(key, text)
     try:
-        steps = tuple(int(s) for s in text.split(',')) if text else ()
+        steps = tuple(int(s) for s in parts)
     except ValueError:
         steps = None
     if steps is None or any(s <= 0 for s in steps) or list(steps) != sorted(set(steps)):

@@ -11,27 +11,22 @@ fits at the first quick eval with 1x >= fit_accuracy; schedule.py makes that the
 the stop and a trunk's snapshots. start() does everything that can fail before the first step.
 """
 
-import json
-import math
-import os
-import pathlib
-import shlex
-import signal
-import sys
-import time
-from contextlib import nullcontext
-from datetime import timedelta
-from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-if __name__ == '__main__':   # Ctrl-C while torch loads (a second or more): one line, no traceback
-    def _stopped_at_startup(*_):
-        # os._exit, not sys.exit: the signal can land while torch's C++ calls back into Python,
-        # where a raised SystemExit aborts with a C++ trace; nothing is written yet to clean up
-        signal.signal(signal.SIGINT, lambda *_: None)   # a second Ctrl-C must not say it twice
-        os.write(2, b"stopped at startup: nothing was written\n")
-        os._exit(128 + signal.SIGINT)
-    signal.signal(signal.SIGINT, _stopped_at_startup)
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from contextlib import nullcontext  # noqa: E402
+from datetime import timedelta  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import NamedTuple, Optional  # noqa: E402
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402

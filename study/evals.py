@@ -10,19 +10,23 @@ its settings, log, eval and mismatch), committed with the summary: a grid whose 
 fresh clone, another machine, a session that ended) counts those runs as done and trains only the rest.
 """
 
-import contextlib
-import io
-import json
-import os
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import torch
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
-import eval_lengths
-import rundir
-import sample_data
-from mismatch import dropout_mismatch
-from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
+import torch  # noqa: E402
+
+import eval_lengths  # noqa: E402
+import rundir  # noqa: E402
+import sample_data  # noqa: E402
+from mismatch import dropout_mismatch  # noqa: E402
+from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag  # noqa: E402
 
 
 def record_wrong(name, record):
@@ -288,4 +292,5 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

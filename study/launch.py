@@ -16,6 +16,7 @@ import time
 import torch
 
 import rundir
+from configurator import items
 from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)
@@ -54,7 +55,10 @@ def check_launcher(cfg):
                        ('slurm_mem_gb', 0)):
         if cfg[key] < least:
             fail(f"{key}={cfg[key]} must be >= {least}")
-    extra = [kv.strip() for kv in cfg['slurm_extra'].split(',') if kv.strip()]
+    try:
+        extra = items('slurm_extra', cfg['slurm_extra'])
+    except ValueError as e:
+        fail(str(e))
     if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
         fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, "
              f"e.g. account=abc,qos=high")

@@ -10,6 +10,7 @@ import statistics
 
 import eval_lengths
 import rundir
+from configurator import items
 from schedule import early_late
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
@@ -314,7 +315,7 @@ def comparisons(arms_out, cfg):
     place of 'never_fit_as_0', with every run measured in 'left_out')"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
-    variants = [v for v in cfg['eval_variants'].split(',') if v.strip()]
+    variants = items('eval_variants', cfg['eval_variants'])
     analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))
     out = []
 
@@ -601,7 +602,7 @@ def summarize(runs, cfg, study_argv):
                'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
                'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
                         'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
-                        **({'variants': cfg['eval_variants'].split(',')} if cfg['eval_variants'] else {})},
+                        **({'variants': items('eval_variants', cfg['eval_variants'])} if cfg['eval_variants'] else {})},
                'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
                **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
                'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},

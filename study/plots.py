@@ -7,13 +7,17 @@ the first two from a committed results.json alone (accuracy_vs_step.png needs th
     python -m study.plots results/<study>/results.json ...
 """
 
-import os
-import statistics
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import eval_lengths
-import rundir
-from study.stats import at_point, fixed_steps, range_text
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+
+import eval_lengths  # noqa: E402
+import rundir  # noqa: E402
+from study.stats import at_point, fixed_steps, range_text  # noqa: E402
 
 
 def step_curves(runs):
@@ -181,4 +185,5 @@ def main(paths):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

@@ -4,18 +4,22 @@ how a trainer is started and stopped (ablate.py's local grid and study/launch.py
 A run is a Run made by ablate.plan; the grid, the eval and the summary fill in the rest.
 """
 
-import json
-import os
-import shlex
-import shutil
-import signal
-import subprocess
-import sys
-from dataclasses import dataclass, field
-from typing import IO, Optional, Union
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import rundir
-from schedule import trunk_to, with_settings
+import json  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import IO, Optional, Union  # noqa: E402
+
+import rundir  # noqa: E402
+from schedule import trunk_to, with_settings  # noqa: E402
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)

@@ -10,13 +10,17 @@ label, and whether the small model's label held at the larger scale.
     python -m study.scales --check    # exit 1 if that table is not what the results give
 """
 
-import os
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import rundir
+import os  # noqa: E402
+import sys  # noqa: E402
 
-from study.stats import DELTA, decision, fmt_p, verdict, within
-from study.verdicts import ROOT, load, with_table
+import rundir  # noqa: E402
+
+from study.stats import DELTA, decision, fmt_p, verdict, within  # noqa: E402
+from study.verdicts import ROOT, load, with_table  # noqa: E402
 
 # the two studies, small first (its verdicts are the ones tested), each with its model
 SCALES = [('study_scaling', '2 layers x 64'), ('study_scale', '4 layers x 128')]
@@ -159,4 +163,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

@@ -6,17 +6,21 @@ it after a grid; from a committed results.json alone (its runs need not be here)
     python -m study.tables results/<study>/results.json ...     # rewrites results.md beside each
 """
 
-import json
-import os
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import rundir
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
-from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
-from study.outcomes import rederive
-from study.verdicts import side
-from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, label_rule, named_changes, point_text,
-                         range_text, second_analysis, verdict)
+import rundir  # noqa: E402
+
+from study.evals import MISMATCH_MASKS, MISMATCH_ROWS  # noqa: E402
+from study.outcomes import rederive  # noqa: E402
+from study.verdicts import side  # noqa: E402
+from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, label_rule, named_changes,  # noqa: E402
+                         point_text, range_text, second_analysis, verdict)
 
 
 def second_name(fixed):
@@ -454,4 +458,5 @@ def main(paths):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

@@ -12,14 +12,18 @@ beside the point of the map its recipe sits at.
     python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
 """
 
-import os
-import statistics
-import sys
+if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
+    import configurator
+    configurator.startup()
 
-import rundir
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
 
-from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text, range_text,
-                         second_analysis, t_interval, verdict, within)
+import rundir  # noqa: E402
+
+from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text,  # noqa: E402
+                         range_text, second_analysis, t_interval, verdict, within)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
@@ -317,4 +321,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
     main(sys.argv[1:])

@@ -391,6 +391,15 @@ def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
     assert sorted(os.listdir(run_dir)) == before
 
 
+@pytest.mark.parametrize('key,value,other', [('rope_scaling', 'yarn', 'logit_scale'),
+                                             ('logit_scale', '1.5', 'rope_scaling')])
+def test_a_variant_of_a_model_without_rope_is_refused_naming_only_the_key_given(tok, tmp_path, key, value, other):
+    run_dir = str(tmp_path / 'r')
+    save_tiny_run(run_dir, tok, nope_every=1)
+    msg = main_here(f'--out_dirs={run_dir}', '--tasks=niah_single', f'--{key}={value}')
+    assert "no RoPE layer" in msg and f"{key}={value!r} rescales" in msg and other not in msg, msg
+
+
 def test_a_refusal_is_one_line_on_stderr_of_the_script(tmp_path):
     """The one subprocess case: what Python prints of the refusal is the line alone, no traceback."""
     out = subprocess.run([sys.executable, 'eval_lengths.py', f'--out_dirs={tmp_path / "none"}'], cwd=ROOT,

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -602,17 +601,19 @@ def test_cli_runs_and_a_refusal_is_one_line_on_stderr(tmp_path):
 
 def test_ctrl_c_during_generation_is_one_line_and_leaves_no_meta(tmp_path):
     """SIGINT while the corpus is being written: exit 130 with one line that gives the command to
-    rerun, no traceback, and no meta.json, so no run reads the half-written corpus."""
+    rerun, no traceback, and no meta.json, so no run reads the half-written corpus. The signal goes
+    when the child shows its progress bar (train.bin is open), not after a sleep."""
     out = tmp_path / "d"
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "sample_data.py"), f"--data_dir={out}",
                              "--block_size=256", "--num_tokens=50000000"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not (out / "train.bin").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+                            stderr=subprocess.PIPE)
+    seen = b""
+    while b"train:" not in seen:                 # the bar's first draw: "train:   0%|..."
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, seen.decode()[-2000:]      # it ended before writing
+        seen += chunk
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    err = (seen + proc.communicate(timeout=60)[1]).decode()
     lines = [l for l in err.splitlines() if l.strip() and not l.startswith("train:")]   # less the progress bar
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert len(lines) == 1 and "stopped while writing" in lines[0] and "rerun: python sample_data.py" in lines[0], err
