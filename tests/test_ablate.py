@@ -495,7 +495,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--seed=5'], ['--seeds=5, not --seed=5']),
     (['--snapshots_after_fit=1,,2', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit='1,,2'"]),
     (['--snapshots_after_fit= ', '--steps_after_fit=4', '--cooldown_iters=1'], ["snapshots_after_fit=' '"]),
-    (['--snapshots_at_iter=2,,4', '--cooldown_iters=1'], ["snapshots_at_iter='2,,4'", 'increasing positive']),
+    (['--snapshots_at_iter=2,,4', '--cooldown_iters=1'], ["snapshots_at_iter='2,,4'", 'empty item']),
     (['--snapshots_at_iter=4,2', '--cooldown_iters=1'], ["snapshots_at_iter='4,2'", 'increasing positive']),
     (['--snapshots_at_iter=2,4', '--snapshots_after_fit=2', '--steps_after_fit=2', '--cooldown_iters=1'],
      ["snapshots_at_iter='2,4' and snapshots_after_fit='2'", 'not both']),
