@@ -220,8 +220,7 @@ def sliding_window_attention(q, k, v, window):
     """Causal attention where query t sees keys t-window+1 .. t. q, k, v: (B, H, T, D).
     Queries go in blocks of `window`; each block attends to its own and the previous block of keys
     under a (window x 2 window) band mask, so memory is O(T * window), never O(T^2)."""
-    B, H, T, D = q.shape
-    W = window
+    (B, H, T, D), W = q.shape, window
     nb = -(-T // W)                                    # number of query blocks
     pad = nb * W - T
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))           # (B, H, nb*W, D)
@@ -271,10 +270,8 @@ class CausalSelfAttention(nn.Module):
         if self.use_rope:
             cos, sin = (t.to(q.dtype) for t in rope_cs)                     # bf16 under autocast
             q, k = rope(q, cos, sin), rope(k, cos, sin)
-        if self.window and self.window < T:
-            y = sliding_window_attention(q, k, v, self.window)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = (sliding_window_attention(q, k, v, self.window) if self.window and self.window < T
+             else F.scaled_dot_product_attention(q, k, v, is_causal=True))
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -465,13 +462,8 @@ class GPT(nn.Module):
 
     def describe_layers(self):
         """One letter per layer: W sliding-window RoPE, R full RoPE, N global NoPE, M Mamba2."""
-        out = []
-        for b in self.blocks:
-            if b.kind == 'M':
-                out.append('M')
-            else:
-                out.append('N' if not b.mixer.use_rope else ('W' if b.mixer.window else 'R'))
-        return out
+        return ['M' if b.kind == 'M' else 'N' if not b.mixer.use_rope else 'W' if b.mixer.window else 'R'
+                for b in self.blocks]
 
     def local_reach(self):
         """How many tokens back the position-bound routes alone can carry information: each sliding-
@@ -479,9 +471,8 @@ class GPT(nn.Module):
         short_conv more. None when some layer sees the whole context by position (full-causal RoPE)
         or carries state (Mamba2): then there is no window to speak of."""
         layers = self.describe_layers()
-        if set(layers) & {'R', 'M'}:
-            return None
-        return layers.count('W') * (self.config.window - 1) + len(layers) * self.config.short_conv
+        return None if set(layers) & {'R', 'M'} else (
+            layers.count('W') * (self.config.window - 1) + len(layers) * self.config.short_conv)
 
     def get_num_params(self):
         return sum(p.numel() for p in self.parameters())
@@ -521,8 +512,7 @@ class GPT(nn.Module):
         matrices = {id(m.weight) for m in self.modules() if isinstance(m, nn.Linear)}
         decay = [p for p in self.parameters() if id(p) in matrices]
         no_decay = [p for p in self.parameters() if id(p) not in matrices]
-        groups = [{'params': decay, 'weight_decay': weight_decay},
-                  {'params': no_decay, 'weight_decay': 0.0}]
+        groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
         names = {id(p): n for n, p in self.named_parameters()}
         kinds = sorted({'.'.join(names[id(p)].split('.')[2:]) if names[id(p)].startswith('blocks.') else names[id(p)]
                         for p in no_decay})
