@@ -127,7 +127,7 @@ def load_run(run_dir, device):
            f"that made it")
     ckpt = rundir.load_checkpoint(path, fix, keys=('model', 'model_args', 'config'))
     try:
-        model = GPT(GPTConfig(**ckpt['model_args']))
+        model = GPT(GPTConfig.from_checkpoint(ckpt['model_args'], path))
         model.load_state_dict(ckpt['model'])
     except Exception as e:
         raise SystemExit(f"{path} is not a lengthgen checkpoint ({type(e).__name__}: {rundir.first_line(e)}); "

@@ -68,10 +68,7 @@ class GPTConfig:
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
     short_conv: int = 3         # attention layers first add a learned per-channel mix of the previous short_conv
                                 # positions to their input; 0 = off
-    nope_every: int = 1         # every k-th attention layer (counting attention layers only) is global, no RoPE;
-                                # 0 = never
-    nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the
-                                # last (W N W N)
+    nope_every: int = 1         # every k-th attention layer (counted among attention layers) is global NoPE; 0 = never
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
     d_state: int = 64           # Mamba2: state size n
@@ -106,9 +103,19 @@ class GPTConfig:
 
     def global_nope(self, i):
         """Attention layer i is global without RoPE: every nope_every-th attention layer, counted over
-        attention layers only (the first of each group with nope_first)."""
+        attention layers only (W N W N)."""
         nth_attention = sum(self.layer_kind(j) == 'A' for j in range(i + 1))
-        return self.nope_every > 0 and (nth_attention - self.nope_first) % self.nope_every == 0
+        return self.nope_every > 0 and nth_attention % self.nope_every == 0
+
+    @classmethod
+    def from_checkpoint(cls, model_args, path):
+        """The config a checkpoint saved (its model_args): every reader of a checkpoint builds it here.
+        Checkpoints before nope_first's removal hold it: False is this code's layout, True is refused."""
+        if model_args.get('nope_first'):          # the NoPE layer first in each group: N W N W
+            raise SystemExit(f"{path} was trained with nope_first=True, which this code no longer builds: load it "
+                             f"at the commit that trained it (its log.jsonl's provenance; archived ablate_pilot_niah: "
+                             f"f14fc75)")
+        return cls(**{k: v for k, v in model_args.items() if k != 'nope_first'})
 
 # -----------------------------------------------------------------------------
 # The dropout sites: D (inverted dropout) or VPAD, on the residual or before the linear layers

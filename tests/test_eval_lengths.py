@@ -186,6 +186,27 @@ def save_tiny_run(run_dir, tok, config=None, **kw):
     tok.save(os.path.join(run_dir, 'tokenizer.json'))
 
 
+@pytest.mark.parametrize('nope_first', [False, True])
+def test_a_checkpoint_that_holds_nope_first_loads_if_false_and_is_refused_in_one_line_if_true(tok, tmp_path,
+                                                                                             nope_first):
+    """Checkpoints from before nope_first was removed hold it in model_args: False, the layout this code
+    builds, loads as if it were not there; True is refused in one line that names the commit that loads it."""
+    run = str(tmp_path / 'run')
+    save_tiny_run(run, tok)
+    path = os.path.join(run, 'ckpt.pt')
+    ckpt = torch.load(path, weights_only=False)
+    torch.save({**ckpt, 'model_args': {**ckpt['model_args'], 'nope_first': nope_first}}, path)
+    if nope_first:
+        with pytest.raises(SystemExit) as e:
+            E.load_run(run, 'cpu')
+        said = e.value.code
+        assert len(said.splitlines()) == 1 and said.startswith(f"{path} was trained with nope_first=True")
+        assert "the commit that trained it (its log.jsonl's provenance; archived ablate_pilot_niah: f14fc75)" in said
+    else:
+        model = E.load_run(run, 'cpu')[0]
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in ckpt['model'].items())
+
+
 def main_here(*args):
     """eval_lengths.py in this process; -> its one-line refusal, or None when it ran."""
     try:
