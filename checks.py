@@ -158,7 +158,7 @@ def no_effect(cfg, c, defaults):
     if cfg['cooldown_iters'] and not cfg['steps_after_fit']:
         notes.append(f"cooldown_iters={cfg['cooldown_iters']} has no effect without steps_after_fit "
                      f"(the decay runs after the fit)")
-    if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
+    if not c.has_rope():
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
                   f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != defaults[k]]
     return notes

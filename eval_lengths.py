@@ -110,10 +110,6 @@ def record_name(variant, absent_key=False):
     return name.replace('.json', f'_{variant}.json') if variant else name
 
 
-def has_rope(model):
-    return any(layer in 'RW' for layer in model.describe_layers())
-
-
 def load_run(run_dir, device):
     """-> (model in eval mode, tokenizer, checkpoint's config dict) from run_dir/ckpt.pt."""
     path = os.path.join(run_dir, rundir.CKPT)
@@ -281,7 +277,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     eval_lengths_<variant>.json): {'run', 'block_size', 'trained', 'n', ..., 'length_eval': {task:
     {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
     model, tok, train_cfg = load_run(run, device)
-    if variant and not has_rope(model):
+    if variant and not model.config.has_rope():
         raise SystemExit(f"{run}: eval variant {variant!r} rescales RoPE layers, and this model has none "
                          f"(layers {''.join(model.describe_layers())}): evaluate it plain")
     trained = trained_tasks(train_cfg)
@@ -392,7 +388,7 @@ def main(argv):
     name = record_name(variant, cfg['absent_key'])
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         model = load_run(run, 'cpu')[0]
-        if variant and not has_rope(model):
+        if variant and not model.config.has_rope():
             raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "
                              f"rope_scaling and logit_scale rescale RoPE layers; evaluate it plain")
         why = too_many_examples(cfg['eval_samples'], min(mults) * model.config.block_size)

@@ -107,6 +107,10 @@ class GPTConfig:
         nth_attention = sum(self.layer_kind(j) == 'A' for j in range(i + 1))
         return self.nope_every > 0 and nth_attention % self.nope_every == 0
 
+    def has_rope(self):
+        """Whether some layer is RoPE attention: what rope_theta, window and a LengthScaling act on."""
+        return any(self.layer_kind(i) == 'A' and not self.global_nope(i) for i in range(self.n_layer))
+
     @classmethod
     def from_checkpoint(cls, model_args, path):
         """The config a checkpoint saved (its model_args): every reader of a checkpoint builds it here.
