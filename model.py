@@ -330,20 +330,26 @@ def segsum(a):
     S = S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(-1), 0).cumsum(-2)
     return S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(), -torch.inf)
 
+def scan_inputs(x, dt, A, B, C, chunk_size):
+    """The scan's setup (ssd_scan's, kernels.ssd_scan_fast's): cast to fp32 at least (fp64 stays), the tail
+    zero-padded to whole chunks with dt = 0, which neither decays nor writes the state: padding is exact."""
+    h, g = x.shape[2], B.shape[2]
+    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
+    dtype, pad = torch.promote_types(x.dtype, torch.float32), (-x.shape[1]) % chunk_size
+    x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
+    if pad:
+        x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+        dt = F.pad(dt, (0, 0, 0, pad))
+    return x, dt, A, B, C
+
 def ssd_scan(x, dt, A, B, C, chunk_size):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
     Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
-    final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0, which
-    neither decays nor writes the state, so padding is exact."""
-    b, t, h, p = x.shape
-    g, n = B.shape[2:]
-    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
-    out_dtype, dtype = x.dtype, torch.promote_types(x.dtype, torch.float32)   # fp32 at least (fp64 stays fp64)
-    l, pad = chunk_size, (-t) % chunk_size
+    final_state: (b, h, p, n) in fp32 (or fp64). Any t (scan_inputs pads it)."""
+    (b, t, h, p), (g, n), out_dtype, l = x.shape, B.shape[2:], x.dtype, chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
-        x, B, C = (F.pad(u.to(dtype), (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
-        dt, A = F.pad(dt.to(dtype), (0, 0, 0, pad)), A.to(dtype)
+        x, dt, A, B, C = scan_inputs(x, dt, A, B, C, l)
         c = x.shape[1] // l                                                # chunks
         B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
         X = (x * dt[..., None]).view(b, c, l, h, p)                        # dt_t x_t, what step t writes
