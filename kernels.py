@@ -52,14 +52,21 @@ class CompiledOrEager(nn.Module):
             torch._functorch.config.force_non_lazy_backward_lowering = True
 
     def forward(self, *args):
+        """model.GPT.forward's (logits, loss). The compiled graph runs the LM head on every position,
+        logits (B*T, V); the rows with a target are picked here, after it: (N, V), as eagerly."""
         if self.compiled:
             try:
-                return self.compiled[0](*args)
+                logits, loss = self.compiled[0](*args)
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 why = getattr(e, 'inner_exception', None) or e
                 print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
                       f"training without it")
                 self.compiled.clear()
+            else:
+                targets = args[1] if len(args) > 1 else None
+                if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
+                    logits = logits[targets.flatten() != -1]
+                return logits, loss
         return self.model(*args)
 
 # Dropout (model.vpad, model.inverted_dropout). On a CPU its cost is the random number generator,

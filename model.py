@@ -498,10 +498,10 @@ class GPT(nn.Module):
         """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
-        order. Under torch.compile it runs on every position instead, logits (B*T, vocab), since a
-        selection whose size depends on the data would split the graph. Without targets, logits is
-        (B, 1, vocab) for the last position and loss is None. scaling: a LengthScaling for the
-        RoPE layers at an eval length past training (eval_lengths.py), None for the plain model."""
+        order. Under torch.compile the head runs on every position (a selection whose size depends on
+        the data would split the graph) and kernels.CompiledOrEager keeps those N rows after the call.
+        Without targets, logits is (B, 1, vocab) for the last position and loss is None. scaling: a
+        LengthScaling for RoPE layers at an eval length past training, None for the plain model."""
         x = self.wte(idx)                                     # (B, T, C)
         T, cfg = idx.shape[1], self.config
         if T <= len(self.rope_cos) and (scaling is None or scaling.s == 1):
@@ -514,7 +514,7 @@ class GPT(nn.Module):
         if targets is None:
             return F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
         n_targets = (targets != -1).sum().clamp(min=1)
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():                           # (B*T, V) logits; CompiledOrEager keeps N rows
             x, targets = x.flatten(0, 1), targets.flatten()         # (B*T, C), (B*T,)
         else:
             sel = targets != -1
