@@ -21,6 +21,7 @@ Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib i
 the first; the key probe (--absent_key=True) writes eval_absent_key.json and .png instead.
 """
 
+import dataclasses
 import json
 import os
 import shlex
@@ -65,27 +66,34 @@ def parse_multiples(key, text):
     return mults
 
 
-def variant_name(rope, logit):
-    """('ntk', 'log') -> 'ntk+log'; ('none', '1.5') -> 'logit1.5'; ('none', '') -> '' (the plain eval)."""
-    return '+'.join(p for p in (rope if rope != 'none' else '', 'log' if logit == 'log' else
-                                f'logit{float(logit):g}' if logit else '') if p)
+def logit_scale_of(sc):
+    """A LengthScaling's logit scale as the key logit_scale gives it: '', 'log' or the factor."""
+    return {'none': '', 'log': 'log', 'factor': f'{sc.factor:g}'}[sc.logit]
+
+
+def variant_name(sc):
+    """A LengthScaling's variant name: rope 'ntk' and logit 'log' -> 'ntk+log'; logit 'factor' 1.5 ->
+    'logit1.5'; the plain model's -> '' (the plain eval)."""
+    logit = 'logit' + logit_scale_of(sc) if sc.logit == 'factor' else logit_scale_of(sc)
+    return '+'.join(p for p in (sc.rope if sc.rope != 'none' else '', logit) if p)
 
 
 def parse_variant(name):
-    """A variant's name -> (rope_scaling, logit_scale): 'yarn' -> ('yarn', ''), 'ntk+log' -> ('ntk', 'log'),
-    'logit1.5' -> ('none', '1.5'), '' -> ('none', ''). Anything else is a ValueError that lists the parts."""
-    rope, logit = 'none', ''
+    """A variant's name -> its LengthScaling at s = 1 (evaluate sets s and T): 'yarn' -> rope 'yarn',
+    'ntk+log' -> rope 'ntk' with logit 'log', 'logit1.5' -> logit 'factor' with factor 1.5, '' -> the
+    plain model's. Anything else is a ValueError that lists the parts."""
+    rope, logit, factor = 'none', 'none', 1.0
     for part in name.split('+') if name else []:
         if part in ROPE_SCALINGS[1:] and rope == 'none':
             rope = part
-        elif part == 'log' and not logit:
+        elif part == 'log' and logit == 'none':
             logit = 'log'
-        elif part.startswith('logit') and not logit and is_factor(part[5:]):
-            logit = part[5:]
+        elif part.startswith('logit') and logit == 'none' and is_factor(part[5:]):
+            logit, factor = 'factor', float(part[5:])
         else:
             raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
                              f"and one logit scale, 'log' or 'logit<factor>' (e.g. 'yarn', 'ntk+log', 'logit1.2')")
-    return rope, logit
+    return LengthScaling(rope, logit, factor)
 
 
 def is_factor(text):
@@ -101,7 +109,8 @@ def check_variant(rope, logit):
         raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
     if logit not in ('', 'log') and not is_factor(logit):
         raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive number")
-    return variant_name(rope, logit)
+    return variant_name(LengthScaling(rope, logit or 'none') if logit in ('', 'log') else
+                        LengthScaling(rope, 'factor', float(logit)))
 
 
 def record_name(variant, absent_key=False):
@@ -230,7 +239,7 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
         raise MemoryError(f"{task}: {why}; lower the number of examples")
     examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors)
     T = model.config.block_size
-    scaling = LengthScaling(*parse_variant(variant), s=length / T, T=T) if variant else None
+    scaling = dataclasses.replace(parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []
     for i in range(0, n, batch_size):
         correct += score(model, examples[i:i + batch_size], device, scaling)
@@ -291,8 +300,8 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
                            variant=variant, distractors=distractors)
     named = {}
     if variant:
-        rope, logit = parse_variant(variant)
-        named = {'variant': variant, 'rope_scaling': rope, 'logit_scale': logit,
+        sc = parse_variant(variant)
+        named = {'variant': variant, 'rope_scaling': sc.rope, 'logit_scale': logit_scale_of(sc),
                  'scale': 's = L / block_size at each length'}
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,

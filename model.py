@@ -194,7 +194,8 @@ ROPE_SCALINGS = ('none', 'pi', 'ntk', 'yarn')
 @dataclass(frozen=True)
 class LengthScaling:
     rope: str = 'none'     # 'pi': positions / s; 'ntk': base theta s^(D/(D-2)); 'yarn': NTK-by-parts + mscale
-    logit: str = ''        # '': none; 'log': logits x log(L) / log(T); a number c: logits x c where s > 1
+    logit: str = 'none'    # 'none'; 'log': logits x log(L) / log(T); 'factor': logits x factor where s > 1
+    factor: float = 1.0    # 'factor''s c
     s: float = 1.0         # L / T
     T: int = 64            # the training length (YaRN's original_max_position_embeddings; 'log''s T)
 
@@ -217,8 +218,8 @@ def scaled_frequencies(D, theta, sc, device):
     mscale = 0.1 * math.log(sc.s) + 1 if sc.rope == 'yarn' and sc.s > 1 else 1.0
     if sc.logit == 'log':
         mscale *= math.sqrt(math.log(sc.s * sc.T) / math.log(sc.T))
-    elif sc.logit and sc.s > 1:
-        mscale *= math.sqrt(float(sc.logit))
+    elif sc.logit == 'factor' and sc.s > 1:
+        mscale *= math.sqrt(sc.factor)
     return inv_freq, mscale
 
 def rope(x, cos, sin):
