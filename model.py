@@ -32,10 +32,10 @@ and inverted_dropout); attention (RoPE, its rescalings past the training length,
 window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
 (ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
 
-The fast paths the model runs are in kernels.py, to skip on a first read: the compiled dropout
-kernels, the chunked scan and the conv with written-out backward passes, the gated norm's kernel.
-Each is tested against its definition here (tests/test_model.py); kernels.USE_COMPILE = False runs
-them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
+The fast paths the model runs are in kernels.py, to skip on a first read (a line that calls one says
+`# fast path:`): compiled dropout kernels, the chunked scan and the conv with written-out backward
+passes, the gated norm's kernel, each tested against its definition here (tests/test_model.py);
+kernels.USE_COMPILE = False runs them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
 """
 
 import math
@@ -134,14 +134,14 @@ def vpad(x, p):
     comes from 16-bit random slices (p quantized to 1/65536) and the op is one compiled kernel."""
     if p == 0:
         return x
-    # kernels.vpad_kernel: mu + keep (x - mu) scale, with scale = 1 / sqrt(1 - p) at the quantized p
+    # fast path: kernels.vpad_kernel, this op at the quantized p in one kernel; tested against vpad_reference
     return kernels.masked_scale(x, p, kernels.vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
 
 def inverted_dropout(x, p):
     """Training-mode inverted dropout m x / (1 - p), with the same cheap masks as vpad."""
     if p == 0:
         return x
-    # kernels.dropout_kernel: keep x scale, with scale = 1 / (1 - p) at the quantized p
+    # fast path: kernels.dropout_kernel, keep x / (1 - p) at the quantized p, vpad's masks
     return kernels.masked_scale(x, p, kernels.dropout_kernel, lambda q: 1.0 / (1.0 - q))
 
 class Dropout(nn.Module):
@@ -308,7 +308,6 @@ class MLP(nn.Module):
 # ssd_scan_sequential is that loop, the definition; ssd_scan computes the same thing in chunks
 # (SSD, Mamba2; written as mamba's ssd_minimal.py): inside a chunk as a masked matrix product,
 # between chunks as a recurrence over one state per chunk, so cost and memory are linear in t.
-# The mixer runs kernels.ssd_scan_fast, the same algorithm with a written-out backward.
 
 def ssd_scan_sequential(x, dt, A, B, C):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
@@ -380,14 +379,14 @@ class GatedRMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
     def forward(self, y, x, D, z):             # y, x: (B, T, h, p), D: (h,), z: (B, T, h p)
-        # kernels.skip_gate_norm: F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps), one kernel
+        # fast path: kernels.skip_gate_norm, F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps) in one kernel
         return kernels.skip_gate_norm(y, x, D, z, self.weight, self.eps)
 
 def causal_conv_silu(x, w, bias):
     """silu(causal depthwise conv1d(x)): out_t = silu(bias + sum_k w_k x_{t-K+1+k}), per channel.
     x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in fp32, in nn.Conv1d's layout.
     Computed in fp32, returned in x's dtype."""
-    # kernels.CausalConvSilu: the K taps as shifted multiply-adds, with a backward that keeps only x
+    # fast path: kernels.CausalConvSilu, shifted multiply-adds, a backward keeping only x; tested against nn.Conv1d
     return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
 
 class Mamba2(nn.Module):
@@ -425,7 +424,7 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        # kernels.ssd_scan_fast: ssd_scan's numbers, with a written-out backward that keeps one state per chunk
+        # fast path: kernels.ssd_scan_fast, ssd_scan with a written-out backward; tested against it and the loop
         y, _ = kernels.ssd_scan_fast(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
