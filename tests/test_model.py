@@ -593,7 +593,7 @@ def test_compiled_model_returns_the_eager_logits_rows():
     """train.py's compiled model (kernels.CompiledOrEager) gives the eager model's logits: the (N, V)
     rows of the positions with a target, row-major. Its graph runs the LM head on all B*T positions
     (no matmul changes shape) and the rows are picked after the call."""
-    m = GPT(tiny(window=8, short_conv=2)).eval()
+    m = GPT(tiny()).eval()
     idx = torch.randint(0, 64, (2, 16))
     targets = idx.roll(-1, dims=1)
     targets[:, :9], targets[1, 12] = -1, -1
