@@ -321,8 +321,7 @@ def plan(cfg, passed, selected, train_settings, studies=()):
                                                            here=cfg['launcher'] == 'local')
             except SystemExit as e:
                 fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
-            if variants and not any(model.layer_kind(i) == 'A' and not model.global_nope(i)
-                                    for i in range(model.n_layer)):
+            if variants and not model.has_rope():
                 fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r} rescale RoPE layers, and its model has none")
             if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
                 fail(f"arm '{arm}': its quick eval (eval_multiples={run_cfg['eval_multiples']!r}) has no 1x: "

@@ -170,7 +170,7 @@ def no_effect(cfg, c, defaults):
                f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)" if cfg['steps_after_fit']
                else f"cooldown_iters={cfg['cooldown_iters']} (the decay runs over the last steps before max_iters)")
         notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
-    if not any(c.layer_kind(i) == 'A' and not c.global_nope(i) for i in range(c.n_layer)):
+    if not c.has_rope():
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
                   f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != defaults[k]]
     return notes

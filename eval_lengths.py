@@ -25,6 +25,7 @@ if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configur
     import configurator
     configurator.startup()
 
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -71,28 +72,35 @@ def parse_multiples(key, text):
     return mults
 
 
-def variant_name(rope, logit):
-    """('ntk', 'log') -> 'ntk+log'; ('none', '1.5') -> 'logit1.5'; ('none', '') -> '' (the plain eval)."""
-    return '+'.join(p for p in (rope if rope != 'none' else '', 'log' if logit == 'log' else
-                                f'logit{float(logit):g}' if logit else '') if p)
+def logit_scale_of(sc):
+    """A LengthScaling's logit scale as the key logit_scale gives it: '', 'log' or the factor."""
+    return {'none': '', 'log': 'log', 'factor': f'{sc.factor:g}'}[sc.logit]
+
+
+def variant_name(sc):
+    """A LengthScaling's variant name: rope 'ntk' and logit 'log' -> 'ntk+log'; logit 'factor' 1.5 ->
+    'logit1.5'; the plain model's -> '' (the plain eval)."""
+    logit = 'logit' + logit_scale_of(sc) if sc.logit == 'factor' else logit_scale_of(sc)
+    return '+'.join(p for p in (sc.rope if sc.rope != 'none' else '', logit) if p)
 
 
 def parse_variant(name):
-    """A variant's name -> (rope_scaling, logit_scale): 'yarn' -> ('yarn', ''), 'ntk+log' -> ('ntk', 'log'),
-    'logit1.5' -> ('none', '1.5'), '' -> ('none', ''). Anything else is a ValueError that lists the parts."""
-    rope, logit = 'none', ''
+    """A variant's name -> its LengthScaling at s = 1 (evaluate sets s and T): 'yarn' -> rope 'yarn',
+    'ntk+log' -> rope 'ntk' with logit 'log', 'logit1.5' -> logit 'factor' with factor 1.5, '' -> the
+    plain model's. Anything else is a ValueError that lists the parts."""
+    rope, logit, factor = 'none', 'none', 1.0
     for part in name.split('+') if name else []:
         if part in ROPE_SCALINGS[1:] and rope == 'none':
             rope = part
-        elif part == 'log' and not logit:
+        elif part == 'log' and logit == 'none':
             logit = 'log'
-        elif part.startswith('logit') and not logit and is_factor(part[5:]):
-            logit = part[5:]
+        elif part.startswith('logit') and logit == 'none' and is_factor(part[5:]):
+            logit, factor = 'factor', float(part[5:])
         else:
             raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
                              f"and one logit scale, 'log' or 'logit<factor>' with a positive finite factor (e.g. "
                              f"'yarn', 'ntk+log', 'logit1.2')")
-    return rope, logit
+    return LengthScaling(rope, logit, factor)
 
 
 def is_factor(text):
@@ -109,17 +117,14 @@ def check_variant(rope, logit):
         raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
     if logit not in ('', 'log') and not is_factor(logit):
         raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive finite number")
-    return variant_name(rope, logit)
+    return variant_name(LengthScaling(rope, logit or 'none') if logit in ('', 'log') else
+                        LengthScaling(rope, 'factor', float(logit)))
 
 
 def record_name(variant, absent_key=False):
     """The file a run dir's eval is written to: eval_lengths.json, eval_lengths_<variant>.json, the probe's."""
     name = rundir.ABSENT_KEY_EVAL if absent_key else rundir.LENGTH_EVAL
     return name.replace('.json', f'_{variant}.json') if variant else name
-
-
-def has_rope(model):
-    return any(layer in 'RW' for layer in model.describe_layers())
 
 
 def load_run(run_dir, device):
@@ -135,7 +140,7 @@ def load_run(run_dir, device):
            f"that made it")
     ckpt = rundir.load_checkpoint(path, fix, keys=('model', 'model_args', 'config'))
     try:
-        model = GPT(GPTConfig(**ckpt['model_args']))
+        model = GPT(GPTConfig.from_checkpoint(ckpt['model_args'], path))
         model.load_state_dict(ckpt['model'])
     except Exception as e:
         raise SystemExit(f"{path} is not a lengthgen checkpoint ({type(e).__name__}: {rundir.first_line(e)}); "
@@ -242,7 +247,7 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
         raise MemoryError(f"{task}: {why}; lower the number of examples")
     examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors)
     T = model.config.block_size
-    scaling = LengthScaling(*parse_variant(variant), s=length / T, T=T) if variant else None
+    scaling = dataclasses.replace(parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []
     for i in range(0, n, batch_size):
         correct += score(model, examples[i:i + batch_size], device, scaling)
@@ -289,7 +294,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     eval_lengths_<variant>.json): {'run', 'block_size', 'trained', 'n', ..., 'length_eval': {task:
     {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
     model, tok, train_cfg = load_run(run, device)
-    if variant and not has_rope(model):
+    if variant and not model.config.has_rope():
         raise SystemExit(f"{run}: eval variant {variant!r} rescales RoPE layers, and this model has none "
                          f"(layers {''.join(model.describe_layers())}): evaluate it plain")
     trained = trained_tasks(train_cfg)
@@ -303,8 +308,8 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
                            variant=variant, distractors=distractors)
     named = {}
     if variant:
-        rope, logit = parse_variant(variant)
-        named = {'variant': variant, 'rope_scaling': rope, 'logit_scale': logit,
+        sc = parse_variant(variant)
+        named = {'variant': variant, 'rope_scaling': sc.rope, 'logit_scale': logit_scale_of(sc),
                  'scale': 's = L / block_size at each length'}
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,
@@ -403,7 +408,7 @@ def main(argv):
     name = record_name(variant, cfg['absent_key'])
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         model = load_run(run, 'cpu')[0]
-        if variant and not has_rope(model):   # named as given: rope_scaling, logit_scale or both
+        if variant and not model.config.has_rope():   # named as given: rope_scaling, logit_scale or both
             given = ' and '.join(f"{k}={cfg[k]!r}" for k, plain in (('rope_scaling', 'none'), ('logit_scale', ''))
                                  if cfg[k] != plain)
             raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "

@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+import model   # the definitions, and the scan's setup (model.scan_inputs); model.py reads this module only at call time
+
 USE_COMPILE = True   # False: the kernels run op by op, with the same numbers (tests and bench.py)
 
 def compiled(fn):
@@ -50,14 +52,21 @@ class CompiledOrEager(nn.Module):
             torch._functorch.config.force_non_lazy_backward_lowering = True
 
     def forward(self, *args):
+        """model.GPT.forward's (logits, loss). The compiled graph runs the LM head on every position,
+        logits (B*T, V); the rows with a target are picked here, after it: (N, V), as eagerly."""
         if self.compiled:
             try:
-                return self.compiled[0](*args)
+                logits, loss = self.compiled[0](*args)
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 why = getattr(e, 'inner_exception', None) or e
                 print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
                       f"training without it")
                 self.compiled.clear()
+            else:
+                targets = args[1] if len(args) > 1 else None
+                if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
+                    logits = logits[targets.flatten() != -1]
+                return logits, loss
         return self.model(*args)
 
 # Dropout (model.vpad, model.inverted_dropout). On a CPU its cost is the random number generator,
@@ -121,19 +130,11 @@ def masked_scale(x, p, kernel, scale):
 
 def ssd_scan_fast(x, dt, A, B, C, chunk_size):
     """model.ssd_scan, the same contract and numbers (to rounding), by _ChunkedScan: what the Mamba2
-    mixer runs. The tail is zero-padded with dt = 0 to whole chunks, the inputs cast to fp32 at least.
+    mixer runs. The setup is model.scan_inputs: the inputs cast to fp32 at least, padded to whole chunks.
     C_i.B_j is computed once per group of heads (once in all for the mixer's g = 1), not once per head."""
-    b, t, h, p = x.shape
-    assert h % B.shape[2] == 0, f"B, C have {B.shape[2]} groups, which must divide the {h} heads"
-    out_dtype = x.dtype
-    dtype = torch.promote_types(x.dtype, torch.float32)  # fp32 at least (fp64 stays fp64)
+    t, out_dtype = x.shape[1], x.dtype
     with torch.autocast(device_type=x.device.type, enabled=False):
-        x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
-        pad = (-t) % chunk_size
-        if pad:
-            x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
-            dt = F.pad(dt, (0, 0, 0, pad))
-        y, state = _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
+        y, state = _ChunkedScan.apply(*model.scan_inputs(x, dt, A, B, C, chunk_size), chunk_size)
     return y[:, :t].to(out_dtype), state
 
 def prefix_sums(v, ones):

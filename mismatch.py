@@ -103,7 +103,7 @@ def main(argv):
         # a missing or foreign checkpoint is one line, not a traceback
         ckpt = rundir.load_checkpoint(rundir.ckpt_path(argv[0]), "give the run dir of a train.py run",
                                       keys=('model', 'model_args', 'config'))
-        cfg = dict(ckpt['model_args'])
+        cfg = dict(vars(GPTConfig.from_checkpoint(ckpt['model_args'], rundir.ckpt_path(argv[0]))))
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
         sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone
         try:

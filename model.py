@@ -32,10 +32,10 @@ and inverted_dropout); attention (RoPE, its rescalings past the training length,
 window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
 (ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
 
-The fast paths the model runs are in kernels.py, to skip on a first read: the compiled dropout
-kernels, the chunked scan and the conv with written-out backward passes, the gated norm's kernel.
-Each is tested against its definition here (tests/test_model.py); kernels.USE_COMPILE = False runs
-them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
+The fast paths the model runs are in kernels.py, to skip on a first read (a line that calls one says
+`# fast path:`): compiled dropout kernels, the chunked scan and the conv with written-out backward
+passes, the gated norm's kernel, each tested against its definition here (tests/test_model.py);
+kernels.USE_COMPILE = False runs them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
 """
 
 import math
@@ -68,10 +68,7 @@ class GPTConfig:
     window: int = 0             # sliding-window size of RoPE attention layers, 0 = full causal
     short_conv: int = 3         # attention layers first add a learned per-channel mix of the previous short_conv
                                 # positions to their input; 0 = off
-    nope_every: int = 1         # every k-th attention layer (counting attention layers only) is global, no RoPE;
-                                # 0 = never
-    nope_first: bool = False    # the first of every nope_every attention layers is the NoPE one (N W N W), not the
-                                # last (W N W N)
+    nope_every: int = 1         # every k-th attention layer (counted among attention layers) is global NoPE; 0 = never
     block_pattern: str = 'A'    # cycled over layers: 'A' attention block, 'M' Mamba2 block
     rope_theta: float = 10000.0
     d_state: int = 64           # Mamba2: state size n
@@ -106,9 +103,23 @@ class GPTConfig:
 
     def global_nope(self, i):
         """Attention layer i is global without RoPE: every nope_every-th attention layer, counted over
-        attention layers only (the first of each group with nope_first)."""
+        attention layers only (W N W N)."""
         nth_attention = sum(self.layer_kind(j) == 'A' for j in range(i + 1))
-        return self.nope_every > 0 and (nth_attention - self.nope_first) % self.nope_every == 0
+        return self.nope_every > 0 and nth_attention % self.nope_every == 0
+
+    def has_rope(self):
+        """Whether some layer is RoPE attention: what rope_theta, window and a LengthScaling act on."""
+        return any(self.layer_kind(i) == 'A' and not self.global_nope(i) for i in range(self.n_layer))
+
+    @classmethod
+    def from_checkpoint(cls, model_args, path):
+        """The config a checkpoint saved (its model_args): every reader of a checkpoint builds it here.
+        Checkpoints before nope_first's removal hold it: False is this code's layout, True is refused."""
+        if model_args.get('nope_first'):          # the NoPE layer first in each group: N W N W
+            raise SystemExit(f"{path} was trained with nope_first=True, which this code no longer builds: load it "
+                             f"at the commit that trained it (its log.jsonl's provenance; archived ablate_pilot_niah: "
+                             f"f14fc75)")
+        return cls(**{k: v for k, v in model_args.items() if k != 'nope_first'})
 
 # -----------------------------------------------------------------------------
 # The dropout sites: D (inverted dropout) or VPAD, on the residual or before the linear layers
@@ -123,14 +134,14 @@ def vpad(x, p):
     comes from 16-bit random slices (p quantized to 1/65536) and the op is one compiled kernel."""
     if p == 0:
         return x
-    # kernels.vpad_kernel: mu + keep (x - mu) scale, with scale = 1 / sqrt(1 - p) at the quantized p
+    # fast path: kernels.vpad_kernel, this op at the quantized p in one kernel; tested against vpad_reference
     return kernels.masked_scale(x, p, kernels.vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
 
 def inverted_dropout(x, p):
     """Training-mode inverted dropout m x / (1 - p), with the same cheap masks as vpad."""
     if p == 0:
         return x
-    # kernels.dropout_kernel: keep x scale, with scale = 1 / (1 - p) at the quantized p
+    # fast path: kernels.dropout_kernel, keep x / (1 - p) at the quantized p, vpad's masks
     return kernels.masked_scale(x, p, kernels.dropout_kernel, lambda q: 1.0 / (1.0 - q))
 
 class Dropout(nn.Module):
@@ -183,7 +194,8 @@ ROPE_SCALINGS = ('none', 'pi', 'ntk', 'yarn')
 @dataclass(frozen=True)
 class LengthScaling:
     rope: str = 'none'     # 'pi': positions / s; 'ntk': base theta s^(D/(D-2)); 'yarn': NTK-by-parts + mscale
-    logit: str = ''        # '': none; 'log': logits x log(L) / log(T); a number c: logits x c where s > 1
+    logit: str = 'none'    # 'none'; 'log': logits x log(L) / log(T); 'factor': logits x factor where s > 1
+    factor: float = 1.0    # 'factor''s c
     s: float = 1.0         # L / T
     T: int = 64            # the training length (YaRN's original_max_position_embeddings; 'log''s T)
 
@@ -206,8 +218,8 @@ def scaled_frequencies(D, theta, sc, device):
     mscale = 0.1 * math.log(sc.s) + 1 if sc.rope == 'yarn' and sc.s > 1 else 1.0
     if sc.logit == 'log':
         mscale *= math.sqrt(math.log(sc.s * sc.T) / math.log(sc.T))
-    elif sc.logit and sc.s > 1:
-        mscale *= math.sqrt(float(sc.logit))
+    elif sc.logit == 'factor' and sc.s > 1:
+        mscale *= math.sqrt(sc.factor)
     return inv_freq, mscale
 
 def rope(x, cos, sin):
@@ -220,8 +232,7 @@ def sliding_window_attention(q, k, v, window):
     """Causal attention where query t sees keys t-window+1 .. t. q, k, v: (B, H, T, D).
     Queries go in blocks of `window`; each block attends to its own and the previous block of keys
     under a (window x 2 window) band mask, so memory is O(T * window), never O(T^2)."""
-    B, H, T, D = q.shape
-    W = window
+    (B, H, T, D), W = q.shape, window
     nb = -(-T // W)                                    # number of query blocks
     pad = nb * W - T
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))           # (B, H, nb*W, D)
@@ -271,10 +282,8 @@ class CausalSelfAttention(nn.Module):
         if self.use_rope:
             cos, sin = (t.to(q.dtype) for t in rope_cs)                     # bf16 under autocast
             q, k = rope(q, cos, sin), rope(k, cos, sin)
-        if self.window and self.window < T:
-            y = sliding_window_attention(q, k, v, self.window)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = (sliding_window_attention(q, k, v, self.window) if self.window and self.window < T
+             else F.scaled_dot_product_attention(q, k, v, is_causal=True))
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -299,7 +308,6 @@ class MLP(nn.Module):
 # ssd_scan_sequential is that loop, the definition; ssd_scan computes the same thing in chunks
 # (SSD, Mamba2; written as mamba's ssd_minimal.py): inside a chunk as a masked matrix product,
 # between chunks as a recurrence over one state per chunk, so cost and memory are linear in t.
-# The mixer runs kernels.ssd_scan_fast, the same algorithm with a written-out backward.
 
 def ssd_scan_sequential(x, dt, A, B, C):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
@@ -322,20 +330,26 @@ def segsum(a):
     S = S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(-1), 0).cumsum(-2)
     return S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(), -torch.inf)
 
+def scan_inputs(x, dt, A, B, C, chunk_size):
+    """The scan's setup (ssd_scan's, kernels.ssd_scan_fast's): cast to fp32 at least (fp64 stays), the tail
+    zero-padded to whole chunks with dt = 0, which neither decays nor writes the state: padding is exact."""
+    h, g = x.shape[2], B.shape[2]
+    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
+    dtype, pad = torch.promote_types(x.dtype, torch.float32), (-x.shape[1]) % chunk_size
+    x, dt, A, B, C = (u.to(dtype) for u in (x, dt, A, B, C))
+    if pad:
+        x, B, C = (F.pad(u, (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
+        dt = F.pad(dt, (0, 0, 0, pad))
+    return x, dt, A, B, C
+
 def ssd_scan(x, dt, A, B, C, chunk_size):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
     Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
-    final_state: (b, h, p, n) in fp32 (or fp64). Any t: the tail is zero-padded with dt = 0, which
-    neither decays nor writes the state, so padding is exact."""
-    b, t, h, p = x.shape
-    g, n = B.shape[2:]
-    assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
-    out_dtype, dtype = x.dtype, torch.promote_types(x.dtype, torch.float32)   # fp32 at least (fp64 stays fp64)
-    l, pad = chunk_size, (-t) % chunk_size
+    final_state: (b, h, p, n) in fp32 (or fp64). Any t (scan_inputs pads it)."""
+    (b, t, h, p), (g, n), out_dtype, l = x.shape, B.shape[2:], x.dtype, chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
-        x, B, C = (F.pad(u.to(dtype), (0, 0, 0, 0, 0, pad)) for u in (x, B, C))
-        dt, A = F.pad(dt.to(dtype), (0, 0, 0, pad)), A.to(dtype)
+        x, dt, A, B, C = scan_inputs(x, dt, A, B, C, l)
         c = x.shape[1] // l                                                # chunks
         B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
         X = (x * dt[..., None]).view(b, c, l, h, p)                        # dt_t x_t, what step t writes
@@ -365,14 +379,14 @@ class GatedRMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
     def forward(self, y, x, D, z):             # y, x: (B, T, h, p), D: (h,), z: (B, T, h p)
-        # kernels.skip_gate_norm: F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps), one kernel
+        # fast path: kernels.skip_gate_norm, F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps) in one kernel
         return kernels.skip_gate_norm(y, x, D, z, self.weight, self.eps)
 
 def causal_conv_silu(x, w, bias):
     """silu(causal depthwise conv1d(x)): out_t = silu(bias + sum_k w_k x_{t-K+1+k}), per channel.
     x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in fp32, in nn.Conv1d's layout.
     Computed in fp32, returned in x's dtype."""
-    # kernels.CausalConvSilu: the K taps as shifted multiply-adds, with a backward that keeps only x
+    # fast path: kernels.CausalConvSilu, shifted multiply-adds, a backward keeping only x; tested against nn.Conv1d
     return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
 
 class Mamba2(nn.Module):
@@ -410,7 +424,7 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        # kernels.ssd_scan_fast: ssd_scan's numbers, with a written-out backward that keeps one state per chunk
+        # fast path: kernels.ssd_scan_fast, ssd_scan with a written-out backward; tested against it and the loop
         y, _ = kernels.ssd_scan_fast(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
@@ -465,13 +479,8 @@ class GPT(nn.Module):
 
     def describe_layers(self):
         """One letter per layer: W sliding-window RoPE, R full RoPE, N global NoPE, M Mamba2."""
-        out = []
-        for b in self.blocks:
-            if b.kind == 'M':
-                out.append('M')
-            else:
-                out.append('N' if not b.mixer.use_rope else ('W' if b.mixer.window else 'R'))
-        return out
+        return ['M' if b.kind == 'M' else 'N' if not b.mixer.use_rope else 'W' if b.mixer.window else 'R'
+                for b in self.blocks]
 
     def local_reach(self):
         """How many tokens back the position-bound routes alone can carry information: each sliding-
@@ -479,9 +488,8 @@ class GPT(nn.Module):
         short_conv more. None when some layer sees the whole context by position (full-causal RoPE)
         or carries state (Mamba2): then there is no window to speak of."""
         layers = self.describe_layers()
-        if set(layers) & {'R', 'M'}:
-            return None
-        return layers.count('W') * (self.config.window - 1) + len(layers) * self.config.short_conv
+        return None if set(layers) & {'R', 'M'} else (
+            layers.count('W') * (self.config.window - 1) + len(layers) * self.config.short_conv)
 
     def get_num_params(self):
         return sum(p.numel() for p in self.parameters())
@@ -490,10 +498,10 @@ class GPT(nn.Module):
         """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
-        order. Under torch.compile it runs on every position instead, logits (B*T, vocab), since a
-        selection whose size depends on the data would split the graph. Without targets, logits is
-        (B, 1, vocab) for the last position and loss is None. scaling: a LengthScaling for the
-        RoPE layers at an eval length past training (eval_lengths.py), None for the plain model."""
+        order. Under torch.compile the head runs on every position (a selection whose size depends on
+        the data would split the graph) and kernels.CompiledOrEager keeps those N rows after the call.
+        Without targets, logits is (B, 1, vocab) for the last position and loss is None. scaling: a
+        LengthScaling for RoPE layers at an eval length past training, None for the plain model."""
         x = self.wte(idx)                                     # (B, T, C)
         T, cfg = idx.shape[1], self.config
         if T <= len(self.rope_cos) and (scaling is None or scaling.s == 1):
@@ -506,7 +514,7 @@ class GPT(nn.Module):
         if targets is None:
             return F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
         n_targets = (targets != -1).sum().clamp(min=1)
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():                           # (B*T, V) logits; CompiledOrEager keeps N rows
             x, targets = x.flatten(0, 1), targets.flatten()         # (B*T, C), (B*T,)
         else:
             sel = targets != -1
@@ -521,8 +529,7 @@ class GPT(nn.Module):
         matrices = {id(m.weight) for m in self.modules() if isinstance(m, nn.Linear)}
         decay = [p for p in self.parameters() if id(p) in matrices]
         no_decay = [p for p in self.parameters() if id(p) not in matrices]
-        groups = [{'params': decay, 'weight_decay': weight_decay},
-                  {'params': no_decay, 'weight_decay': 0.0}]
+        groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
         names = {id(p): n for n, p in self.named_parameters()}
         kinds = sorted({'.'.join(names[id(p)].split('.')[2:]) if names[id(p)].startswith('blocks.') else names[id(p)]
                         for p in no_decay})

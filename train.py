@@ -57,7 +57,6 @@ n_head = 1                 # attention heads
 n_embd = 64                # width
 window = 0                 # sliding-window size of RoPE attention layers (0 = full causal)
 nope_every = 1             # every k-th attention layer is global without RoPE (0 = never)
-nope_first = False         # True: the NoPE layer comes first in each group (N W, not W N)
 short_conv = 3             # attention layers mix in the previous short_conv positions (0 = off)
 block_pattern = 'A'        # cycled over layers: 'A' attention + MLP, 'M' Mamba2 ('AM' = hybrid)
 rope_theta = 10000.0       # RoPE base
@@ -100,7 +99,7 @@ seed = 1337                # seeds initial weights, batch order and dropout mask
 from configurator import configure, settings_of  # noqa: E402  (after the defaults, as in nanoGPT)
 from checks import MODEL_KEYS, check_config  # noqa: E402
 from kernels import CompiledOrEager  # noqa: E402
-from model import GPT  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 import sample_data  # noqa: E402
 from schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
 import eval_lengths  # noqa: E402
@@ -229,7 +228,7 @@ def start_model(run, config):
     if init_from != 'scratch':
         path = run.ckpt_path if init_from == 'resume' else rundir.ckpt_path(init_from)
         ckpt = load_start(path, init_from == 'resume')
-        was = ckpt['model_args']
+        was = vars(GPTConfig.from_checkpoint(ckpt['model_args'], path))
         if ckpt['tokenizer'] != tok.name or was['vocab_size'] != tok.vocab_size:
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} "
                              f"(vocab {was['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "

@@ -503,6 +503,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--snapshots_at_iter=2,4', '--cooldown_iters=1', '--late_snapshot=3'], ['late_snapshot=3', "'2,4'"]),
     (['--eval_variants=yarn,,ntk'], ['eval_variants', 'empty item']),
     (['--eval_variants=yarn2'], ["'yarn2'", 'pi, ntk, yarn']),
+    (['--eval_variants=yarn', '--nope_every=1'], ["arm 'none'", 'rescale RoPE layers, and its model has none']),
     (['--comparisons={"x": [["none@yarn", "wd"]]}'], ['comparisons', "'yarn' is not one of eval_variants"]),
     (['--comparisons={"x": [["none", "wdd"]]}'], ['comparisons', "'wdd' is not an arm"]),
     (['--families={"x": ["wd\'s change"]}'], ['families', "\"wd's change\"", "add 'wd' to it"]),

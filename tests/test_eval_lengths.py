@@ -186,6 +186,27 @@ def save_tiny_run(run_dir, tok, config=None, **kw):
     tok.save(os.path.join(run_dir, 'tokenizer.json'))
 
 
+@pytest.mark.parametrize('nope_first', [False, True])
+def test_a_checkpoint_that_holds_nope_first_loads_if_false_and_is_refused_in_one_line_if_true(tok, tmp_path,
+                                                                                             nope_first):
+    """Checkpoints from before nope_first was removed hold it in model_args: False, the layout this code
+    builds, loads as if it were not there; True is refused in one line that names the commit that loads it."""
+    run = str(tmp_path / 'run')
+    save_tiny_run(run, tok)
+    path = os.path.join(run, 'ckpt.pt')
+    ckpt = torch.load(path, weights_only=False)
+    torch.save({**ckpt, 'model_args': {**ckpt['model_args'], 'nope_first': nope_first}}, path)
+    if nope_first:
+        with pytest.raises(SystemExit) as e:
+            E.load_run(run, 'cpu')
+        said = e.value.code
+        assert len(said.splitlines()) == 1 and said.startswith(f"{path} was trained with nope_first=True")
+        assert "the commit that trained it (its log.jsonl's provenance; archived ablate_pilot_niah: f14fc75)" in said
+    else:
+        model = E.load_run(run, 'cpu')[0]
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in ckpt['model'].items())
+
+
 def main_here(*args):
     """eval_lengths.py in this process; -> its one-line refusal, or None when it ran."""
     try:
@@ -243,23 +264,24 @@ def plain_angles(T, D, theta):
     return torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
 
 
-def angles_of(T, D, theta, rope, s, logit='', block=64):
+def angles_of(T, D, theta, rope, s, block=64):
     """The angles and the factor on cos and sin that rope_tables gives a variant (from its tables)."""
-    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling(rope, logit, s, block))
+    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling(rope, s=s, T=block))
     scale = torch.sqrt(cos.double() ** 2 + sin.double() ** 2)          # (T, D/2): the factor, per entry
     return torch.atan2(sin.double(), cos.double()), scale
 
 
 @pytest.mark.parametrize('rope', ['pi', 'ntk', 'yarn'])
-@pytest.mark.parametrize('logit', ['', 'log', '1.7'])
+@pytest.mark.parametrize('logit', ['', '+log', '+logit1.7'])
 def test_every_variant_is_the_plain_model_at_s_1(tok, rope, logit):
     T, D, theta = 64, 16, 1e4
+    sc = E.parse_variant(rope + logit)
     plain = M.rope_tables(T, D, theta, 'cpu')
-    scaled = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling(rope, logit, 1.0, T))
+    scaled = M.rope_tables(T, D, theta, 'cpu', dataclasses.replace(sc, s=1.0, T=T))
     assert all(torch.equal(a, b) for a, b in zip(plain, scaled))
     model = tiny_model(tok, nope_every=0, window=0)
     idx = torch.randint(tok.vocab_size, (2, 128))
-    assert torch.equal(model(idx)[0], model(idx, scaling=M.LengthScaling(rope, logit, 1.0, 128))[0])
+    assert torch.equal(model(idx)[0], model(idx, scaling=dataclasses.replace(sc, s=1.0, T=128))[0])
 
 
 def test_ntk_divides_the_lowest_frequency_by_exactly_s_and_keeps_the_highest():
@@ -267,17 +289,17 @@ def test_ntk_divides_the_lowest_frequency_by_exactly_s_and_keeps_the_highest():
     ang, scale = angles_of(T, D, theta, 'ntk', s)          # the lowest frequency never wraps here (< pi)
     plain = plain_angles(T, D, theta)
     assert torch.allclose(ang[1:, -1] / plain[1:, -1], torch.full((T - 1,), 1 / s, dtype=torch.float64), rtol=1e-5)
-    inv_freq, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('ntk', '', s, 64), 'cpu')
+    inv_freq, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('ntk', s=s, T=64), 'cpu')
     assert inv_freq[0] == 1.0 and mscale == 1.0
     base = theta * s ** (D / (D - 2))             # the base NTK-aware scaling defines
     direct = torch.arange(T, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling('ntk', '', s, 64))
+    cos, sin = M.rope_tables(T, D, theta, 'cpu', M.LengthScaling('ntk', s=s, T=64))
     assert torch.allclose(cos.double(), torch.cos(direct), atol=1e-4) and torch.allclose(scale, torch.ones_like(scale))
 
 
 def test_pi_angles_at_position_s_p_are_the_plain_angles_at_p():
     T, D, theta, s = 64, 16, 1e4, 4
-    scaled = M.rope_tables(T * s, D, theta, 'cpu', M.LengthScaling('pi', '', float(s), T))
+    scaled = M.rope_tables(T * s, D, theta, 'cpu', M.LengthScaling('pi', s=float(s), T=T))
     plain = M.rope_tables(T, D, theta, 'cpu')
     for a, b in zip(scaled, plain):
         assert torch.allclose(a[::s], b, atol=1e-5)
@@ -293,31 +315,39 @@ def test_yarn_keeps_high_frequencies_interpolates_low_ones_ramps_between_and_sca
     inv_plain = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     ramp = ((torch.arange(D // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     want = inv_plain / s * ramp + inv_plain * (1 - ramp)
-    got, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('yarn', '', s, T), 'cpu')
+    got, mscale = M.scaled_frequencies(D, theta, M.LengthScaling('yarn', s=s, T=T), 'cpu')
     assert torch.allclose(got.double(), want, rtol=1e-5)
     assert got[0] == pytest.approx(inv_plain[0].item(), rel=1e-6)                     # before the ramp: plain
     assert torch.allclose(got[high:].double(), inv_plain[high:] / s, rtol=1e-5)         # after it: 1/s of plain
     assert mscale == pytest.approx(0.1 * math.log(s) + 1)
-    cos, sin = M.rope_tables(8, D, theta, 'cpu', M.LengthScaling('yarn', '', s, T))
+    cos, sin = M.rope_tables(8, D, theta, 'cpu', M.LengthScaling('yarn', s=s, T=T))
     assert torch.allclose(cos[3].double(), mscale * torch.cos(3 * want), atol=1e-5)
     assert (0.1 * math.log(64) + 1) ** 2 == pytest.approx(2.005, abs=1e-3)            # the logit factor at 64x
 
 
-@pytest.mark.parametrize('logit,factor', [('log', math.log(4 * 64) / math.log(64)), ('1.5', 1.5)])
+@pytest.mark.parametrize('logit,factor', [(('log',), math.log(4 * 64) / math.log(64)), (('factor', 1.5), 1.5)])
 def test_a_logit_scale_multiplies_the_attention_logits_of_rope_layers(logit, factor):
     """q.k after the scaled tables is the plain q.k times the factor, at every pair of positions."""
     T, D, s = 64 * 4, 16, 4.0
     q, k = torch.randn(1, 1, T, D, dtype=torch.float64), torch.randn(1, 1, T, D, dtype=torch.float64)
     plain = [t.double() for t in M.rope_tables(T, D, 1e4, 'cpu')]
-    scaled = [t.double() for t in M.rope_tables(T, D, 1e4, 'cpu', M.LengthScaling('none', logit, s, 64))]
+    scaled = [t.double() for t in M.rope_tables(T, D, 1e4, 'cpu', M.LengthScaling('none', *logit, s=s, T=64))]
     logits = lambda cs: M.rope(q, *cs) @ M.rope(k, *cs).transpose(-1, -2)  # noqa: E731
     assert torch.allclose(logits(scaled), factor * logits(plain), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize('name,parsed', [('yarn', ('yarn', '')), ('ntk+log', ('ntk', 'log')), ('pi', ('pi', '')),
-                                         ('log', ('none', 'log')), ('logit1.5', ('none', '1.5')), ('', ('none', ''))])
-def test_variant_names_round_trip(name, parsed):
-    assert E.parse_variant(name) == parsed and E.variant_name(*parsed) == name
+@pytest.mark.parametrize('name,parsed,flags', [
+    ('yarn', ('yarn', 'none', 1.0), ('yarn', '')), ('ntk+log', ('ntk', 'log', 1.0), ('ntk', 'log')),
+    ('pi', ('pi', 'none', 1.0), ('pi', '')), ('log', ('none', 'log', 1.0), ('none', 'log')),
+    ('logit1.5', ('none', 'factor', 1.5), ('none', '1.5')), ('pi+logit2', ('pi', 'factor', 2.0), ('pi', '2.0')),
+    ('', ('none', 'none', 1.0), ('none', ''))])
+def test_variant_names_round_trip(name, parsed, flags):
+    """A name parses once into its LengthScaling (the logit factor a float), which names it again; the
+    flags rope_scaling and logit_scale give the same name, and the record's logit_scale is the flag."""
+    sc = E.parse_variant(name)
+    assert (sc.rope, sc.logit, sc.factor) == parsed and isinstance(sc.factor, float)
+    assert E.variant_name(sc) == name and E.check_variant(*flags) == name
+    assert E.logit_scale_of(sc) == {'2.0': '2'}.get(flags[1], flags[1])
 
 
 @pytest.mark.parametrize('name', ['ntk+yarn', 'bogus', 'log+log', 'logitx', 'logit-1'])

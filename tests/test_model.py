@@ -589,6 +589,23 @@ def test_lm_head_only_where_targets_are_set():
     torch.testing.assert_close(last[:, 0], full[:, -1])
 
 
+def test_compiled_model_returns_the_eager_logits_rows():
+    """train.py's compiled model (kernels.CompiledOrEager) gives the eager model's logits: the (N, V)
+    rows of the positions with a target, row-major. Its graph runs the LM head on all B*T positions
+    (no matmul changes shape) and the rows are picked after the call."""
+    m = GPT(tiny()).eval()
+    idx = torch.randint(0, 64, (2, 16))
+    targets = idx.roll(-1, dims=1)
+    targets[:, :9], targets[1, 12] = -1, -1
+    with torch.no_grad():
+        eager, compiled = m(idx, targets), CompiledOrEager(m)(idx, targets)
+        whole = torch.compile(m)(idx, targets)[0]               # the graph's own output: every position
+    assert whole.shape == (2 * 16, 64)
+    assert compiled[0].shape == eager[0].shape == (int((targets != -1).sum()), 64)
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled[0], whole[targets.flatten() != -1], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("pattern", ['A', 'M', 'AM'])
 def test_whole_model_traces_as_one_graph(pattern):
     """train.py --compile=True compiles the whole model: no graph break for any layer kind or dropout

@@ -870,8 +870,9 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
         "window=16 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
     assert note(nope_every=1, window=0, rope_theta=1e5) == [
         "rope_theta=100000 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
-    # the model's own rule: one attention layer, and it is the NoPE one of its group of two
-    assert note(n_layer=1, nope_first=True, window=16) and not note(n_layer=1, window=16)
+    # the model's own rule: NoPE layers are counted among attention layers only
+    assert note(n_layer=2, nope_every=1, window=16) and not note(n_layer=1, window=16)
+    assert not note(n_layer=2, block_pattern='MA', nope_every=2, window=16)    # its one attention layer: RoPE
     assert note(block_pattern='M', window=16) and not note(block_pattern='AM', nope_every=0, window=16)
     assert note(lr_decay_iters=500, steps_after_fit=100) == [
         'lr_decay_iters=500 has no effect with steps_after_fit=100 (the decay runs after the fit)']
