@@ -134,11 +134,11 @@ rule_changed = ''          # why the rule above changed after results were summa
 # -----------------------------------------------------------------------------
 from configurator import configure, items, settings_of, started, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
-from checks import check_config  # noqa: E402
-from schedule import branch_argv, early_late, snapshots_of  # noqa: E402
+from core.checks import check_config  # noqa: E402
+from core.schedule import branch_argv, early_late, snapshots_of  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402

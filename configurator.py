@@ -193,7 +193,8 @@ def settings_of(namespace):
 
 # -----------------------------------------------------------------------------
 # start-up: the first statement of every entry point (train.py, eval_lengths.py, ablate.py, sample_data.py,
-# bench.py, mismatch.py, each `python -m study.<x>` with a main, ablate.py's children among them) is
+# `python -m core.bench`, `python -m core.mismatch`, each `python -m study.<x>` with a main, ablate.py's
+# children among them) is
 #
 #     if __name__ == '__main__':
 #         import configurator
@@ -201,7 +202,7 @@ def settings_of(namespace):
 #
 # before its other imports. It lives here because every script imports this module anyway and it loads
 # only os, signal and sys (no torch, no numpy; its own other imports wait until used), so the window
-# before it is the interpreter's own start. rundir.py loads threading, ctypes and socket first.
+# before it is the interpreter's own start. core/rundir.py loads threading, ctypes and socket first.
 
 STOPPED_AT_STARTUP = "stopped at startup: nothing was written"
 

@@ -32,10 +32,10 @@ and inverted_dropout); attention (RoPE, its rescalings past the training length,
 window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
 (ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
 
-The fast paths the model runs are in kernels.py, to skip on a first read (a line that calls one says
-`# fast path:`): compiled dropout kernels, the chunked scan and the conv with written-out backward
+The fast paths the model runs are in core/kernels.py, to skip on a first read (a line that calls one
+says `# fast path:`): compiled dropout kernels, the chunked scan and the conv with written-out backward
 passes, the gated norm's kernel, each tested against its definition here (tests/test_model.py);
-kernels.USE_COMPILE = False runs them op by op. The train-vs-eval mismatch diagnostic is in mismatch.py.
+kernels.USE_COMPILE = False runs them op by op. The train-vs-eval mismatch diagnostic is core/mismatch.py.
 """
 
 import math
@@ -46,7 +46,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-import kernels
+from core import kernels
 
 SITES = ('none', 'pre_norm', 'pre_linear', 'vpad')
 BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}

@@ -55,7 +55,7 @@ import tiktoken  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from configurator import configure, items, settings_of  # noqa: E402
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 
 VERSION = 3         # the corpus format (meta.json, the token files); a corpus of another is refused
 META = 'meta.json'  # in a corpus: its settings and checksums, written last (its tokenizer: rundir.TOKENIZER)

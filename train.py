@@ -7,7 +7,7 @@ generalization as it trains. On one CPU or GPU, or on several with DDP:
 
 A step's rows and dropout masks come from (seed, step), so a resumed run continues exactly. Every
 eval_interval: the checkpoint, then val loss and a quick length eval to out_dir/log.jsonl. The run
-fits at the first quick eval with 1x >= fit_accuracy; schedule.py makes that the learning rate,
+fits at the first quick eval with 1x >= fit_accuracy; core/schedule.py makes that the learning rate,
 the stop and a trunk's snapshots. start() does everything that can fail before the first step.
 """
 
@@ -67,7 +67,7 @@ d_conv = 4                 # Mamba2 causal conv width
 chunk_size = 64            # Mamba2 SSD chunk length
 dropout = 0.1              # the drop probability p
 dropout_site = 'vpad'      # 'none', 'pre_norm', 'pre_linear' or 'vpad'
-# AdamW and the schedule (schedule.py)
+# AdamW and the schedule (core/schedule.py)
 learning_rate = 3e-3       # peak learning rate
 max_iters = 4000           # optimizer steps; with steps_after_fit, the cap on steps to the fit
 fit_accuracy = 0.95        # the run fits at the first quick eval with 1x accuracy >= this
@@ -79,7 +79,7 @@ weight_decay = 0.0         # AdamW weight decay (0 = off)
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
-decay_lr = True            # cosine down to min_lr (schedule.py says when); False: constant
+decay_lr = True            # cosine down to min_lr (core/schedule.py says when); False: constant
 warmup_iters = 100         # steps of linear warmup
 lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
 min_lr = 1e-4              # the learning rate at the end of the decay
@@ -97,13 +97,13 @@ peak_flops = 0.0           # the device's peak FLOP/s per process, for MFU in th
 seed = 1337                # seeds initial weights, batch order and dropout masks
 # -----------------------------------------------------------------------------
 from configurator import configure, settings_of  # noqa: E402  (after the defaults, as in nanoGPT)
-from checks import MODEL_KEYS, check_config  # noqa: E402
-from kernels import CompiledOrEager  # noqa: E402
+from core.checks import MODEL_KEYS, check_config  # noqa: E402
+from core.kernels import CompiledOrEager  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 import sample_data  # noqa: E402
-from schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
+from core.schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
 import eval_lengths  # noqa: E402
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 
 # what shapes the weights, so init_from=<path> needs them equal (site, p, window, RoPE may change)
 SHAPE_KEYS = 'n_layer n_head n_embd block_pattern short_conv d_state expand headdim d_conv'.split()

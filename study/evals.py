@@ -23,9 +23,9 @@ import sys  # noqa: E402
 import torch  # noqa: E402
 
 import eval_lengths  # noqa: E402
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 import sample_data  # noqa: E402
-from mismatch import dropout_mismatch  # noqa: E402
+from core.mismatch import dropout_mismatch  # noqa: E402
 from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag  # noqa: E402
 
 
@@ -134,7 +134,7 @@ def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: mismatch.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
     noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
-    (ablate_mismatch.json; compute=False only reads it). `python mismatch.py RUN_DIR` prints the
+    (ablate_mismatch.json; compute=False only reads it). `python -m core.mismatch RUN_DIR` prints the
     per-layer values for every site."""
     for run in runs:
         if run.state != 'done' or run.recorded:

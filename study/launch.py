@@ -15,7 +15,7 @@ import time
 
 import torch
 
-import rundir
+from core import rundir
 from configurator import items
 from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,

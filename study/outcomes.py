@@ -9,9 +9,9 @@ import shlex
 import statistics
 
 import eval_lengths
-import rundir
+from core import rundir
 from configurator import items
-from schedule import early_late
+from core.schedule import early_late
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
 from study.stats import (DELTA, TESTS, deteriorates, family_arms, fisher_exact, fixed_steps, holm, label_rule,

@@ -16,7 +16,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 
 import eval_lengths  # noqa: E402
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 from study.stats import at_point, fixed_steps, range_text  # noqa: E402
 
 

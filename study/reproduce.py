@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 
-import rundir
+from core import rundir
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of
 from study.runs import command, state, trainer_env

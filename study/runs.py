@@ -18,8 +18,8 @@ import sys  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import IO, Optional, Union  # noqa: E402
 
-import rundir  # noqa: E402
-from schedule import trunk_to, with_settings  # noqa: E402
+from core import rundir  # noqa: E402
+from core.schedule import trunk_to, with_settings  # noqa: E402
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)

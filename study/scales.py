@@ -17,7 +17,7 @@ if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configur
 import os  # noqa: E402
 import sys  # noqa: E402
 
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 
 from study.stats import DELTA, decision, fmt_p, verdict, within  # noqa: E402
 from study.verdicts import ROOT, load, with_table  # noqa: E402

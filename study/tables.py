@@ -14,7 +14,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS  # noqa: E402
 from study.outcomes import rederive  # noqa: E402

@@ -20,7 +20,7 @@ import os  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 
 from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text,  # noqa: E402
                          range_text, second_analysis, t_interval, verdict, within)

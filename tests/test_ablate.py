@@ -16,7 +16,7 @@ import torch
 
 import ablate as abl           # the module; ablate() below runs the script
 import eval_lengths as E
-import rundir
+from core import rundir
 import train
 from ablate import main as ablate_main
 from study import evals, launch, outcomes, plots, reproduce, stats, tables

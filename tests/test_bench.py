@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-import bench
+from core import bench
 from model import GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -13,8 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_gpu_bench_without_cuda_refuses_in_one_line():
-    out = subprocess.run([sys.executable, 'bench.py', '--device=cuda'], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([sys.executable, '-m', 'core.bench', '--device=cuda'], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 1
     assert out.stderr.strip().count('\n') == 0 and 'no CUDA device here' in out.stderr
 
@@ -33,7 +33,7 @@ def test_gpu_sections_build_valid_configs_from_the_config_files():
 def test_gpu_group_reports_every_variant_against_the_base(capsys, monkeypatch):
     """The GPU sections' measuring code, run eagerly on the CPU with tiny models: one line per
     variant with its ms per step, ratio to the base (1.00x for the base itself), tokens/s and MFU."""
-    monkeypatch.setattr(bench.kernels, 'USE_COMPILE', False)  # kernels.py's kernels: no compile time here
+    monkeypatch.setattr(bench.kernels, 'USE_COMPILE', False)  # core/kernels.py's kernels: no compile time here
     tiny = dict(vocab_size=64, n_layer=1, n_head=2, n_embd=32, d_state=8, headdim=16, chunk_size=8, dropout=0.1)
     variants = {'attention': (tiny | dict(dropout_site='vpad'), 2, 16, False),
                 'mamba2': (tiny | dict(block_pattern='M'), 2, 16, False)}

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import eval_lengths as E
-import kernels
+from core import kernels
 import model as M
 import sample_data
 from model import GPT, GPTConfig

@@ -9,10 +9,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import kernels
+from core import kernels
 import model as M
-from bench import saved_for_backward_bytes   # the measure of bench.py's saved-memory section
-from kernels import CompiledOrEager, ssd_scan_fast
+from core.bench import saved_for_backward_bytes   # the measure of core/bench.py's saved-memory section
+from core.kernels import CompiledOrEager, ssd_scan_fast
 from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -208,7 +208,7 @@ def test_fast_scan_equals_the_readable_chunked_scan_float64(groups):
 
 
 def test_fast_scan_backward_takes_the_expanded_gradient_of_a_sum():
-    """y.sum() hands the backward a gradient with stride 0 (bench.py's scan section does this): the
+    """y.sum() hands the backward a gradient with stride 0 (core/bench.py's scan section does this): the
     written-out backward gives autograd's gradients of the sequential loop there too."""
     args = [a.requires_grad_() for a in random_scan_inputs(1, 32, 4, 3, 5, torch.float64, groups=1)]
     g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].sum(), args)

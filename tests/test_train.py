@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import eval_lengths
-import rundir
+from core import rundir
 import sample_data
-import checks
-import schedule
+from core import checks
+from core import schedule
 import train
 from configurator import configure, settings_of
 from model import GPTConfig
@@ -219,7 +219,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
     path = str(tmp_path / 'ckpt.pt')
     good = {**dict.fromkeys(rundir.CHECKPOINT_KEYS), 'iter_num': 1, 'w': torch.arange(10.0)}
     rundir.save_checkpoint(good, path)
-    code = ("import os, signal, rundir\n"                     # killed with the new bytes written, before the rename
+    code = ("import os, signal\nfrom core import rundir\n"   # killed with the new bytes written, before the rename
             "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)

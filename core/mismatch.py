@@ -4,8 +4,8 @@ the input and the output of every linear projection the per-token mean shift, th
 (both over 32 masks, less their noise floor) and the variance ratio, for each dropout site
 (dropout_mismatch, which study/evals.py also runs on a study's trained runs).
 
-    python mismatch.py             # a small random model, one column group per site
-    python mismatch.py out/vpad    # a trained run, on rows of its validation data
+    python -m core.mismatch             # a small random model, one column group per site
+    python -m core.mismatch out/vpad    # a trained run, on rows of its validation data
 """
 
 if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-import rundir  # noqa: E402
+from core import rundir  # noqa: E402
 import sample_data  # noqa: E402
 from model import GPT, SITES, GPTConfig  # noqa: E402
 
@@ -92,7 +92,7 @@ def dropout_mismatch(model, idx, n_masks=32, seed=0):
 
 
 def main(argv):
-    usage = "python mismatch.py [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
+    usage = "python -m core.mismatch [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
     if argv in (['-h'], ['--help']):
         print(usage)
         return

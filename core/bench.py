@@ -1,9 +1,9 @@
 """
 Performance figures, each a ratio against a baseline measured in the same run.
 
-    python bench.py                  # all CPU sections
-    python bench.py --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
-    python bench.py --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
+    python -m core.bench                  # all CPU sections
+    python -m core.bench --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
+    python -m core.bench --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
 
 Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
 comes and goes on a shared machine hits every variant alike, and print the median with the spread
@@ -26,17 +26,17 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import kernels  # noqa: E402
+from core import kernels  # noqa: E402
 import model as M  # noqa: E402
 from configurator import configure, settings_of  # noqa: E402
-from kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
+from core.kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
 from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential  # noqa: E402
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
 TRANSFORMER = dict(n_layer=4, n_head=4, n_embd=128, window=64, nope_every=2, short_conv=0)
 MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, headdim=32, chunk_size=64)
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: its configs, model.py
 
 SETTINGS = dict(
     only='',           # one section: sites, mamba, dropout, saved, scan, memory; with --device=cuda gpu_sites, gpu_4k

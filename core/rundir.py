@@ -79,12 +79,15 @@ def eval_cache(variant=''):
     return EVAL_CACHE.replace('.json', f'_{variant}.json') if variant else EVAL_CACHE
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: core/ is one folder down
+
+
 def git(*args):
-    """git's output in the repository this file is in, stripped; None without git or outside a checkout."""
+    """git's output in the repository (its root, where paths are read from), stripped; None without git or
+    outside a checkout."""
     import subprocess
     try:
-        out = subprocess.run(['git', '-C', os.path.dirname(os.path.abspath(__file__)), *args], capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(['git', '-C', ROOT, *args], capture_output=True, text=True, timeout=20)
         return out.stdout.strip() if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None

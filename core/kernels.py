@@ -33,7 +33,7 @@ def compiled(fn):
         try:
             return run.kernel(*args)
         except torch._dynamo.exc.BackendCompilerFailed as e:
-            print(f"kernels.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
+            print(f"core/kernels.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
                   f"running it op by op")
             run.kernel = fn
             return fn(*args)

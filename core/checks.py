@@ -11,10 +11,10 @@ from typing import NamedTuple
 import torch
 
 import eval_lengths
-import rundir
+from core import rundir
 import sample_data
 from model import GPTConfig
-from schedule import parse_snapshots, snapshots_of
+from core.schedule import parse_snapshots, snapshots_of
 
 MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
 POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-import rundir
+from core import rundir
 from configurator import items
 
 
