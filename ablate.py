@@ -135,10 +135,11 @@ rule_changed = ''          # why the rule above changed after results were summa
 from configurator import configure, items, settings_of, started, unknown_key  # noqa: E402
 import eval_lengths  # noqa: E402
 from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 import sample_data  # noqa: E402
 import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
 from core.checks import check_config  # noqa: E402
-from core.schedule import branch_argv, early_late, snapshots_of  # noqa: E402
+from core.schedule import branch_argv, snapshots_of  # noqa: E402
 # the study machinery, plain modules in study/: a run's state, its final eval, the summary; the
 # cluster launchers (study/launch.py) are imported only when one is asked for
 from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch,  # noqa: E402
@@ -146,7 +147,7 @@ from study.evals import (eval_command, evaluate, evaluated as is_evaluated, meas
 from study.outcomes import check_comparisons, find_fit, summarize  # noqa: E402
 from study.plots import plot, step_curves  # noqa: E402
 from study.reproduce import reproduce as retrain_committed  # noqa: E402
-from study.stats import CHANGE, at_point, fixed_steps  # noqa: E402
+from study.stats import CHANGE, at_point, early_late, fixed_steps  # noqa: E402
 from study.tables import format_markdown  # noqa: E402
 from study.runs import (SCHEDULING, Run, command, differing, fit_of, last_progress, open_train_log, ready,  # noqa: E402
                         state, stop_trainers, tag, to_train, trainer_env)
@@ -507,7 +508,7 @@ def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluate
                     evaluating.discard(run.dir)
                     if run.proc.returncode:
                         failed.append(run)
-                        print(f"{tag(run)} eval FAILED after {minutes:.1f} min: {tail(run.dir, rundir.EVAL_LOG)}")
+                        print(f"{tag(run)} eval FAILED after {minutes:.1f} min: {tail(run.dir, files.EVAL_LOG)}")
                     else:
                         print(f"{tag(run)} evaluated in {minutes:.1f} min")
                         finished([run])
@@ -529,7 +530,7 @@ def train_grid(runs, workers, then, finished=None, eval_command=None, unevaluate
                             torch.set_num_threads(cores)
                 else:
                     failed.append(run)
-                    print(f"{tag(run)} FAILED after {minutes:.1f} min: {tail(run.dir, rundir.TRAIN_LOG)}")
+                    print(f"{tag(run)} FAILED after {minutes:.1f} min: {tail(run.dir, files.TRAIN_LOG)}")
                 elapsed = (time.time() - t0) / 60
                 print(f"grid: {n_done}/{n_runs} done, {len(running) - len(evaluating)} training, "
                       f"{len(evaluating) + len(to_eval)} to evaluate, {len(pending)} waiting, {len(failed)} failed; "
@@ -568,8 +569,8 @@ def start_eval(run, cmd, env, then):
     lock = lock_run(run, then, 'not evaluated')
     if lock is None:
         return False
-    with rundir.writing(os.path.join(run.dir, rundir.EVAL_LOG), 'the eval log', then):
-        log = open_train_log(run.dir, cmd, rundir.EVAL_LOG)
+    with rundir.writing(os.path.join(run.dir, files.EVAL_LOG), 'the eval log', then):
+        log = open_train_log(run.dir, cmd, files.EVAL_LOG)
     run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     run.train_log, run.lock, run.t0 = log, lock, time.time()
     return True
@@ -588,11 +589,11 @@ def start(run, env, then, trunk_fit=None):
         return False
     cmd = command(run, run.state == 'partial', trunk_fit)
     handed, fds = lock.child()
-    with rundir.writing(os.path.join(run.dir, rundir.TRAIN_LOG), 'the train log', then):
+    with rundir.writing(os.path.join(run.dir, files.TRAIN_LOG), 'the train log', then):
         log = open_train_log(run.dir, cmd)
     run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
     run.train_log, run.lock, run.t0 = log, lock, time.time()
-    print(f"{tag(run)} {'resuming' if run.state == 'partial' else 'starting'} -> {run.dir}/{rundir.TRAIN_LOG}")
+    print(f"{tag(run)} {'resuming' if run.state == 'partial' else 'starting'} -> {run.dir}/{files.TRAIN_LOG}")
     return True
 
 
@@ -619,10 +620,10 @@ def summary_dir(cfg, argv):
         print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
               f"not {cfg['results_dir']}")
         out = cfg['grid_dir']
-    path = os.path.join(out, rundir.RESULTS)
+    path = os.path.join(out, files.RESULTS)
     if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
         try:
-            command = rundir.read_json(path, '').get('command')
+            command = files.read_json(path, '').get('command')
             if not (isinstance(command, str) and command.startswith('python ablate.py ')):
                 raise SystemExit(f"{path} names no grid (its command is {command!r})")
             try:
@@ -631,7 +632,7 @@ def summary_dir(cfg, argv):
                 raise SystemExit(f"{path} names no grid (its command {command!r}: {e})") from None
         except SystemExit as e:           # unreadable: no grid can be told from it; kept beside, not lost
             with rundir.writing(path, 'the damaged summary aside', 'rerun this command'):
-                print(f"{str(e.code).rstrip('; ')}: set aside as {rundir.set_aside(path)}, a new one is written")
+                print(f"{str(e.code).rstrip('; ')}: set aside as {files.set_aside(path)}, a new one is written")
             return out
         if grid_of(argv) != grid:
             raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
@@ -664,7 +665,7 @@ def rule_change(cfg, argv, out):
     summary, none recorded, or the same rule), the change recorded there before (still declared), or this
     change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
     An undeclared change is refused in one line naming the keys, before anything runs."""
-    path = os.path.join(out, rundir.RESULTS)
+    path = os.path.join(out, files.RESULTS)
     try:
         with open(path) as f:
             old = json.load(f)
@@ -733,13 +734,13 @@ def main(argv):
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
     change = rule_change(cfg, argv, out) if out else None
     if out:
-        rundir.check_writable(out, rundir.RESULTS, rerun)
+        rundir.check_writable(out, files.RESULTS, rerun)
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run.state = state(run)
     mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
     # the study's own grid records its finished runs in results_dir/runs: committed, a fresh clone trains the rest
-    records = os.path.join(cfg['results_dir'], rundir.RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
+    records = os.path.join(cfg['results_dir'], files.RECORDS) if cfg['results_dir'] and len(grid_of(argv)) == 1 else None
     variants = parse_variants(cfg['eval_variants'])
     if records:
         recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'], variants)
@@ -775,7 +776,7 @@ def main(argv):
         if cfg['eval_on'] != 'local':
             queued += launch.launch_evals(runs, cfg, mults, extra, variants)
     # a second ablate.py on this study waits here, then summarizes what both have finished
-    with rundir.summary_lock(cfg['grid_dir']) if out else contextlib.nullcontext():
+    with files.summary_lock(cfg['grid_dir']) if out else contextlib.nullcontext():
         runs, never, results = summary(runs, never, cfg, argv, records, evaluated, change)
         table = format_markdown(results)
         if out is None:
@@ -783,8 +784,8 @@ def main(argv):
             return
         with rundir.writing(out, 'the summary', rerun):
             os.makedirs(out, exist_ok=True)
-            rundir.write_atomic(os.path.join(out, rundir.RESULTS), json.dumps(results, indent=1).encode())
-            rundir.write_atomic(os.path.join(out, rundir.RESULTS_MD), table.encode())
+            rundir.write_atomic(os.path.join(out, files.RESULTS), json.dumps(results, indent=1).encode())
+            rundir.write_atomic(os.path.join(out, files.RESULTS_MD), table.encode())
             print('\n' + table)
             plot(results, step_curves(runs), out)
     print(f"wrote {out}/results.json and results.md")

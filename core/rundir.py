@@ -49,34 +49,19 @@ def pick_dtype(dtype, device):
 # settings train.py gained after runs were committed: a checkpoint without one trained as this value does
 ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': ''}
 
-# the files of a run dir: every other module asks for them here
+# the files train.py and eval_lengths.py write into a run dir: every other module asks for them here (a study's
+# own files beside them are named in study/files.py)
 CKPT = 'ckpt.pt'                  # the checkpoint (model, optimizer, settings, step, fit)
 LOG = 'log.jsonl'                 # one record per eval: losses, the length eval, the fit
-TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
-EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
-REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
-# a study's results_dir (and a trunk's branches): every module asks for them here
-RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its tables
-RECORDS = 'runs'                  # the committed record of each finished run of a study's own grid
+TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
+LENGTH_EVAL = 'eval_lengths.json'           # eval_lengths.py's record (its plot: .png for .json, in the first run)
+ABSENT_KEY_EVAL = 'eval_absent_key.json'    # ... with --absent_key=True, the key probe's
 
 
 def branch_dir(out_dir, k, fixed=False):
     """The run dir of a trunk's cooldown branch from its snapshot at fit + k (cooldown<k>), or at step k of
     a trunk at fixed steps (at<k>, so that the two kinds never share a folder): inside the trunk's."""
     return os.path.join(out_dir, f"{'at' if fixed else 'cooldown'}{k}")
-TOKENIZER = 'tokenizer.json'      # the corpus' tokenizer, copied for eval_lengths.py
-EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
-MISMATCH_CACHE = 'ablate_mismatch.json'
-TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/launch.py): its id
-EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
-LENGTH_EVAL = 'eval_lengths.json'           # eval_lengths.py's record (its plot: .png for .json, in the first run)
-ABSENT_KEY_EVAL = 'eval_absent_key.json'    # ... with --absent_key=True, the key probe's
-
-
-def eval_cache(variant=''):
-    """A study's cached final eval of a run dir: ablate_eval.json plain, ablate_eval_<variant>.json under a
-    length-scaling variant (eval_lengths.parse_variant)."""
-    return EVAL_CACHE.replace('.json', f'_{variant}.json') if variant else EVAL_CACHE
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: core/ is one folder down
@@ -198,32 +183,6 @@ def where_it_stands(argv, out_dir, saved_iter, world_size):
     argv = [a for a in argv if not a.startswith('--init_from=')] + ['--init_from=resume']
     return (f"resume with: {shlex.join(launch + ['train.py', *argv])} (it continues from the checkpoint "
             f"of iter {saved_iter}, {os.path.join(out_dir, CKPT)})")
-
-
-
-def set_aside(path):
-    """Rename a damaged file to <path>.bad (or .bad2, ...: an earlier one is kept too). -> its new name"""
-    n, new = 1, f"{path}.bad"
-    while os.path.exists(new):
-        n += 1
-        new = f"{path}.bad{n}"
-    os.replace(path, new)
-    return new
-
-
-def read_json(path, fix, kind=dict):
-    """A JSON file that must hold a `kind` (a summary, a cache): one line naming the file and `fix`
-    when it is missing, cut short or of another shape, never a traceback from inside json."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise SystemExit(f"{path} does not exist; {fix}") from None
-    except (ValueError, OSError) as e:
-        raise SystemExit(f"{path} is not readable JSON ({type(e).__name__}: {first_line(e)}); {fix}") from None
-    if not isinstance(data, kind):
-        raise SystemExit(f"{path} holds a {type(data).__name__}, not a {kind.__name__}; {fix}")
-    return data
 
 
 def save_checkpoint(state, path):
@@ -416,20 +375,6 @@ class DirLock:
         os.close(self.fd)
         self.fd = None
         HELD.discard(self)
-
-
-@contextlib.contextmanager
-def summary_lock(folder):
-    """Held while a study's summary is read and written: a blocking flock on <folder>/summary.lock (the
-    grid's folder), so two ablate.py on one study write one after the other, each from what it finds."""
-    os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, 'summary.lock'), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        with contextlib.suppress(OSError):          # a file system without flock: unlocked, as DirLock goes on
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 @atexit.register

@@ -48,11 +48,6 @@ def snapshots_of(cfg):
     return (fixed, True) if fixed else (parse_snapshots(cfg.get('snapshots_after_fit', '')), False)
 
 
-def early_late(snapshots, early=0, late=0):
-    """A study's two points of a trunk: early_snapshot and late_snapshot, 0 meaning the first and the last."""
-    return early or snapshots[0], late or snapshots[-1]
-
-
 def branch_overrides(cfg, k):
     """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
     cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>;
@@ -61,14 +56,6 @@ def branch_overrides(cfg, k):
     fixed = snapshots_of(cfg)[1]
     return {'out_dir': rundir.branch_dir(cfg['out_dir'], k, fixed), ('snapshots_at_iter' if fixed else
             'snapshots_after_fit'): '', ('max_iters' if fixed else 'steps_after_fit'): k + cfg['cooldown_iters']}
-
-
-def trunk_to(cfg, k, fixed):
-    """The settings that stop a branch's trunk at the branch's snapshot k (its lost snapshot rebuilt):
-    cfg, the branch's (whose cooldown_iters is its trunk's)."""
-    if fixed:
-        return {'snapshots_at_iter': str(k), 'max_iters': k}
-    return {'snapshots_after_fit': str(k), 'steps_after_fit': max(k, cfg['cooldown_iters'])}
 
 
 def with_settings(argv, changes):

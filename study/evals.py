@@ -24,6 +24,7 @@ import torch  # noqa: E402
 
 import eval_lengths  # noqa: E402
 from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 import sample_data  # noqa: E402
 from core.mismatch import dropout_mismatch  # noqa: E402
 from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag  # noqa: E402
@@ -32,10 +33,10 @@ from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong,
 def record_wrong(name, record):
     """What is wrong with a cached eval or mismatch record, or None: an eval's accuracies are numbers in
     [0, 1], a mismatch's values numbers (or None where no layer is reached)."""
-    if name == rundir.EVAL_CACHE or name.startswith(rundir.eval_cache('')[:-len('.json')] + '_'):
+    if name == files.EVAL_CACHE or name.startswith(files.eval_cache('')[:-len('.json')] + '_'):
         return accuracies_wrong(record.get('length_eval')) if isinstance(record.get('block_size'), int) else \
             "it has no block_size"
-    if name == rundir.MISMATCH_CACHE:
+    if name == files.MISMATCH_CACHE:
         bad = [k for k, v in record.items() if not (v is None or isinstance(v, (int, float))
                                                      and not isinstance(v, bool))]
         return f"its {bad[0]!r} is not a number" if bad else None
@@ -110,7 +111,7 @@ def evaluate(runs, mults, n, compute=True, variants=()):
                 with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
                     return eval_lengths.evaluate_run(run.dir, tasks, mults, n, run.cfg['eval_batch_size'], device,
                                                      variant=variant)
-            record = cached(run, rundir.eval_cache(variant), eval_key(run, mults, n, device, variant),
+            record = cached(run, files.eval_cache(variant), eval_key(run, mults, n, device, variant),
                             final_eval if compute else None)
             if record is not None and variant:     # a new dict: a branch planned as a copy of its trunk shares its
                 run.evals = {**run.evals, variant: record}                                      # planned one
@@ -149,7 +150,7 @@ def measure_mismatch(runs, compute=True):
                 model, _, _ = eval_lengths.load_run(run.dir, 'cpu')
             rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
             return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
-        record = cached(run, rundir.MISMATCH_CACHE, mismatch_key(run), mean_over_reached_layers if compute else None)
+        record = cached(run, files.MISMATCH_CACHE, mismatch_key(run), mean_over_reached_layers if compute else None)
         if record is not None:
             run.mismatch = record
 
@@ -219,13 +220,13 @@ def save_records(runs, records, grid_dir, variants=()):
         if run.reused or run.recorded or run.state != 'done' or not evaluated(run, variants):
             continue                                      # (a recalled run's record is where it came from)
         path = record_path(records, grid_dir, run)
-        names = [rundir.EVAL_CACHE, rundir.MISMATCH_CACHE, *map(rundir.eval_cache, variants_of(run, variants))]
-        keys = {name: rundir.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
+        names = [files.EVAL_CACHE, files.MISMATCH_CACHE, *map(files.eval_cache, variants_of(run, variants))]
+        keys = {name: files.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
                 for name in names}
         data = json.dumps({'settings': run.cfg, 'log': run.records,
-                           'eval': {'key': keys[rundir.EVAL_CACHE], 'record': run.eval},
-                           'mismatch': {'key': keys[rundir.MISMATCH_CACHE], 'record': run.mismatch},
-                           **({'variants': {v: {'key': keys[rundir.eval_cache(v)], 'record': run.evals[v]}
+                           'eval': {'key': keys[files.EVAL_CACHE], 'record': run.eval},
+                           'mismatch': {'key': keys[files.MISMATCH_CACHE], 'record': run.mismatch},
+                           **({'variants': {v: {'key': keys[files.eval_cache(v)], 'record': run.evals[v]}
                                             for v in variants_of(run, variants)}} if variants_of(run, variants)
                               else {}),
                            'provenance': provenance_of(run),
@@ -248,7 +249,7 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
     recalled, fix = 0, "restore it (git checkout it) or delete it: its runs train again"
 
     def read(path):
-        rec = rundir.read_json(path, fix)
+        rec = files.read_json(path, fix)
         if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
                 and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
                         and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))
@@ -257,9 +258,9 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
                         for v in rec.get('variants', {}).values())
                 and isinstance(rec.get('provenance', {}), dict)):
             raise SystemExit(f"{path} is not the record of a finished run; {fix}")
-        why = (log_wrong(rec['log']) or record_wrong(rundir.EVAL_CACHE, rec['eval']['record'])
-               or record_wrong(rundir.MISMATCH_CACHE, rec['mismatch']['record'])
-               or next(filter(None, (record_wrong(rundir.EVAL_CACHE, v['record'])
+        why = (log_wrong(rec['log']) or record_wrong(files.EVAL_CACHE, rec['eval']['record'])
+               or record_wrong(files.MISMATCH_CACHE, rec['mismatch']['record'])
+               or next(filter(None, (record_wrong(files.EVAL_CACHE, v['record'])
                                      for v in rec.get('variants', {}).values())), None))
         if why:
             raise SystemExit(f"{path} is not the record of a finished run ({why}); {fix}")

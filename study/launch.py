@@ -16,6 +16,7 @@ import time
 import torch
 
 from core import rundir
+from study import files
 from configurator import items
 from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
@@ -26,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
 
 
-JOB_FILE = {'train': rundir.TRAIN_JOB, 'eval': rundir.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
+JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
 
 
 # Slurm states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
@@ -291,7 +292,7 @@ def dispatch(runs, cfg, kind, args_of, extra):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run.state == 'partial' else ''
         print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run.dir}/"
-              + (rundir.TRAIN_LOG if kind == 'train' else JOB_FILE[kind]))
+              + (files.TRAIN_LOG if kind == 'train' else JOB_FILE[kind]))
         live.append((run, job))
     return live
 
@@ -352,7 +353,7 @@ def launch(runs, cfg, extra):
             print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not finished (its job failed, or it never "
                   f"fit); rerun this command"
                   if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended before the run finished; see "
-                  f"{run.dir}/{rundir.TRAIN_LOG} and {job.paths.stderr}; rerun this command to resubmit it")
+                  f"{run.dir}/{files.TRAIN_LOG} and {job.paths.stderr}; rerun this command to resubmit it")
     return []
 
 

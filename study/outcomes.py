@@ -11,13 +11,12 @@ import statistics
 import eval_lengths
 from core import rundir
 from configurator import items
-from core.schedule import early_late
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
-from study.stats import (DELTA, TESTS, deteriorates, family_arms, fisher_exact, fixed_steps, holm, label_rule,
-                         leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test, point_text,
-                         second_analysis, seeds_for_power, seeds_for_shift, sign_flip_test, smallest_fisher_p, verdict,
-                         wilson)
+from study.stats import (DELTA, TESTS, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
+                         label_rule, leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test,
+                         point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip_test,
+                         smallest_fisher_p, verdict, wilson)
 
 def find_fit(runs):
     """run.fit_iter of every finished run (train.py notes it in each log record, read by state()

@@ -16,7 +16,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 
 import eval_lengths  # noqa: E402
-from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 from study.stats import at_point, fixed_steps, range_text  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def area_of(arm):
     return arm['area']['per_seed']
 
 
-def early_late(ax, results, per_seed):
+def early_late_panel(ax, results, per_seed):
     """A study of cooled snapshots, arm by arm: each run a line from its value cooled at the early
     snapshot (left) to its value cooled at the late one (right), each side's median a bar.
     per_seed(an arm's entry in results.json) -> {seed: value}."""
@@ -137,7 +137,7 @@ def plot(results, curves, out):
             eval_lengths.plot_panels([f"each run cooled {at_point(long['early'], fixed)} (left) and "
                                       f"{at_point(long['late'], fixed)} (right) "
                                       + ("steps of its own training" if fixed else "steps past the fit")],
-                                     lambda ax, _: early_late(ax, results, area_of),
+                                     lambda ax, _: early_late_panel(ax, results, area_of),
                                      os.path.join(out, 'area_by_arm.png'), 'arm',
                                      f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
         else:
@@ -181,7 +181,7 @@ def main(paths):
                          "accuracy_vs_length.png and area_by_arm.png beside each (accuracy_vs_step.png needs the "
                          "runs' logs: ablate.py)")
     for path in paths:
-        plot(rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study"), {}, os.path.dirname(path))
+        plot(files.read_json(path, f"restore it (git checkout {path}) or rerun its study"), {}, os.path.dirname(path))
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 
 from core import rundir
+from study import files
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of
 from study.runs import command, state, trainer_env
@@ -34,11 +35,11 @@ def reproduce(runs, study_cfg, arm, k, mults):
     if any(r.point is not None for r in runs):
         raise SystemExit("config error: --reproduce: this study trains trunks with cooldown branches (hours a seed): "
                          "reproduce a study of plain runs, e.g. config/study_sites_sensitive.py")
-    path = os.path.join(study_cfg['results_dir'] or study_cfg['grid_dir'], rundir.RESULTS)
+    path = os.path.join(study_cfg['results_dir'] or study_cfg['grid_dir'], files.RESULTS)
     if not os.path.isfile(path):
         raise SystemExit(f"{path} is missing: --reproduce compares with a study's committed results "
                          f"(git checkout -- {path})")
-    entry = rundir.read_json(path, f"restore it: git checkout -- {path}")['arms'].get(arm, {})
+    entry = files.read_json(path, f"restore it: git checkout -- {path}")['arms'].get(arm, {})
     task = study_cfg['extrap_task'] or next(iter(entry.get('tasks', {})), None)
     committed = {}                          # seed -> its committed {multiple: accuracy}, fit or not
     for m, p in entry.get('tasks', {}).get(task, {}).items():
@@ -63,12 +64,12 @@ def reproduce(runs, study_cfg, arm, k, mults):
             if run.state == 'new' and os.path.isdir(run.dir):
                 shutil.rmtree(run.dir)            # a start that died before its first checkpoint
             os.makedirs(run.dir, exist_ok=True)
-            print(f"[seed {run.seed}] training -> {run.dir}/{rundir.TRAIN_LOG}")
-            with open(os.path.join(run.dir, rundir.TRAIN_LOG), 'a') as log:
+            print(f"[seed {run.seed}] training -> {run.dir}/{files.TRAIN_LOG}")
+            with open(os.path.join(run.dir, files.TRAIN_LOG), 'a') as log:
                 done = subprocess.run(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
                                       env=trainer_env(THREADS))
             if done.returncode or state(run) != 'done':
-                raise SystemExit(f"[seed {run.seed}] training failed: see {run.dir}/{rundir.TRAIN_LOG}; rerun this "
+                raise SystemExit(f"[seed {run.seed}] training failed: see {run.dir}/{files.TRAIN_LOG}; rerun this "
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
@@ -76,8 +77,8 @@ def reproduce(runs, study_cfg, arm, k, mults):
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])
         theirs = committed[run.seed]
-        record = os.path.join(study_cfg['results_dir'], rundir.RECORDS, run.arm, f'seed{run.seed}.json')
-        there = (machine_of(rundir.read_json(record, 'restore it').get('provenance') or {})
+        record = os.path.join(study_cfg['results_dir'], files.RECORDS, run.arm, f'seed{run.seed}.json')
+        there = (machine_of(files.read_json(record, 'restore it').get('provenance') or {})
                  if os.path.isfile(record) else 'unknown (the study kept no run record)')
         equal = all(curve.get(m) == a for m, a in theirs.items() if a is not None)
         gap = max(abs(curve[m] - a) for m, a in theirs.items() if a is not None and m in curve)

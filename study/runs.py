@@ -19,7 +19,8 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import IO, Optional, Union  # noqa: E402
 
 from core import rundir  # noqa: E402
-from core.schedule import trunk_to, with_settings  # noqa: E402
+from study import files  # noqa: E402
+from core.schedule import with_settings  # noqa: E402
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)
@@ -181,7 +182,7 @@ def ready(run, trunks=None):
 def last_progress(run):
     """The last 'iter i/n' line of a running run's train.log, for the progress display."""
     try:
-        with open(os.path.join(run.dir, rundir.TRAIN_LOG), 'rb') as f:
+        with open(os.path.join(run.dir, files.TRAIN_LOG), 'rb') as f:
             f.seek(max(0, os.path.getsize(f.name) - 4000))
             lines = [l for l in f.read().decode(errors='replace').splitlines() if l.startswith('iter ')]
         return lines[-1].split(',')[0] if lines else 'starting'
@@ -206,7 +207,7 @@ def trainer_env(threads, **extra):
                 **extra)
 
 
-def open_train_log(run_dir, cmd, name=rundir.TRAIN_LOG):
+def open_train_log(run_dir, cmd, name=files.TRAIN_LOG):
     """<run dir>/train.log (or `name`), opened to append a process's output below the line "$ <its command>"."""
     log = open(os.path.join(run_dir, name), 'a')
     log.write(f"$ {shlex.join(cmd)}\n")
@@ -231,10 +232,18 @@ def stop_trainers(procs):
 # a lost snapshot rebuilt: a run is deterministic on one machine, so the trunk trained again from its
 # start to fit + k, into the branch's folder, writes the same snapshot; the branch then trains from it
 
+def trunk_to(cfg, k, fixed):
+    """The settings that stop a branch's trunk at the branch's snapshot k (its lost snapshot rebuilt):
+    cfg, the branch's (whose cooldown_iters is its trunk's)."""
+    if fixed:
+        return {'snapshots_at_iter': str(k), 'max_iters': k}
+    return {'snapshots_after_fit': str(k), 'steps_after_fit': max(k, cfg['cooldown_iters'])}
+
+
 def rebuild_command(branch, trunk_fit=None):
     """python -m study.runs SPEC: the snapshot at fit + k (at step k) rebuilt if it is missing, then the branch
     trained. trunk_fit, the finished trunk's fit, is compared with the rebuilt one's past the fit only."""
-    k, out = branch.point, os.path.join(branch.dir, rundir.REBUILD)
+    k, out = branch.point, os.path.join(branch.dir, files.REBUILD)
     trunk_argv = with_settings(branch.argv, {'out_dir': out, **trunk_to(branch.cfg, k, branch.fixed_steps)})
     spec = {'dir': branch.dir, 'point': k, 'where': where(branch),       # the trunk to fit + k (to step k)
             'trunk_fit': None if branch.fixed_steps else trunk_fit,
@@ -251,7 +260,7 @@ def rebuild_snapshot(spec, run):
     snapshot = os.path.join(spec['dir'], rundir.CKPT)
     if os.path.exists(snapshot):
         return 0
-    out = os.path.join(spec['dir'], rundir.REBUILD)
+    out = os.path.join(spec['dir'], files.REBUILD)
     resume = os.path.exists(os.path.join(out, rundir.CKPT))
     print(f"the snapshot at {spec['where']} is missing: rebuilding it, the trunk trained again from its start "
           f"into {out}" + (" (resumed)" if resume else ""), flush=True)

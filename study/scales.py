@@ -18,6 +18,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 
 from study.stats import DELTA, decision, fmt_p, verdict, within  # noqa: E402
 from study.verdicts import ROOT, load, with_table  # noqa: E402
@@ -146,7 +147,7 @@ def main(argv):
     studies = [(name, model, load(name)) for name, model in SCALES]
     small = studies[0][0]
     if not studies[0][2]:
-        raise SystemExit(f"results/{small}/{rundir.RESULTS} is missing: restore it (git checkout -- "
+        raise SystemExit(f"results/{small}/{files.RESULTS} is missing: restore it (git checkout -- "
                          f"results/{small}) or rerun python ablate.py config/{small}.py")
     with open(README) as f:
         readme = f.read()

@@ -89,6 +89,11 @@ def range_text(rng):
     return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
+def early_late(snapshots, early=0, late=0):
+    """A study's two points of a trunk: early_snapshot and late_snapshot, 0 meaning the first and the last."""
+    return early or snapshots[0], late or snapshots[-1]
+
+
 def point_text(point, fixed):
     """A trunk's point as the tables name it: '+4000' (fit + 4000, cooled) or, at fixed steps
     (snapshots_at_iter), 'at 16000' (step 16000 of its own training, cooled)."""

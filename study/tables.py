@@ -15,6 +15,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS  # noqa: E402
 from study.outcomes import rederive  # noqa: E402
@@ -448,9 +449,9 @@ def main(paths):
         raise SystemExit("usage: python -m study.tables results/<study>/results.json ...: rewrites each one's labels "
                          "and leave-one-out robustness from its numbers, and results.md beside it")
     for path in paths:
-        results = rundir.read_json(path, f"restore it (git checkout {path}) or rerun its study")
+        results = files.read_json(path, f"restore it (git checkout {path}) or rerun its study")
         rederive(results)
-        out = os.path.join(os.path.dirname(path), rundir.RESULTS_MD)
+        out = os.path.join(os.path.dirname(path), files.RESULTS_MD)
         with rundir.writing(out, 'the summary', 'rerun this command'):
             rundir.write_atomic(path, json.dumps(results, indent=1).encode())
             rundir.write_atomic(out, format_markdown(results).encode())

@@ -21,6 +21,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 
 from core import rundir  # noqa: E402
+from study import files  # noqa: E402
 
 from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text,  # noqa: E402
                          range_text, second_analysis, t_interval, verdict, within)
@@ -201,10 +202,10 @@ def with_table(readme, tbl, begin=BEGIN, end=END):
 
 
 def load(name):
-    path = os.path.join(ROOT, 'results', name, rundir.RESULTS)
+    path = os.path.join(ROOT, 'results', name, files.RESULTS)
     if not os.path.isfile(path):
         return None
-    return rundir.read_json(path, f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun its study")
+    return files.read_json(path, f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun its study")
 
 
 def headline_groups(studies):
@@ -251,13 +252,13 @@ def draw_long_headline(res, path):
     """The deterioration picture: each run's area, and its accuracy where the control is mid-range,
     cooled early (left) and late (right) in its own training, one line per run, arm by arm."""
     import eval_lengths                          # torch and matplotlib: only to draw
-    from study.plots import area_of, early_late
+    from study.plots import area_of, early_late_panel
     task, m = mid_range(res)
     panels = {'area (mean accuracy, 1x..64x)': area_of,
               f"accuracy at {m}x (the control's mid-range)":
                   lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
     e, late = res['long']['early'], res['long']['late']
-    eval_lengths.plot_panels(list(panels), lambda ax, p: early_late(ax, res, panels[p]), path,
+    eval_lengths.plot_panels(list(panels), lambda ax, p: early_late_panel(ax, res, panels[p]), path,
                              f"cooled at fit +{e} | fit +{late}",
                              f"{task} accuracy (a line: one run; a bar: median)", log2=False)
 

@@ -19,7 +19,7 @@ import eval_lengths as E
 from core import rundir
 import train
 from ablate import main as ablate_main
-from study import evals, launch, outcomes, plots, reproduce, stats, tables
+from study import evals, files, launch, outcomes, plots, reproduce, stats, tables
 from study.runs import Run, state
 from configurator import configure, settings_of
 
@@ -281,10 +281,10 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
         assert evals.cached(run, 'cache.json', {'a': 1}, lambda: {'r': 'again'}) == {'r': 'fresh'}   # now sound
     # valid JSON of the wrong shape: an eval whose accuracy is not a number, a mismatch value that is text
     good = {'block_size': 64, 'length_eval': {'mqar': {'1x': 1.0}}}
-    for name, damage in ((rundir.EVAL_CACHE, {**good, 'length_eval': {'mqar': {'1x': 'abc'}}}),
-                         (rundir.eval_cache('yarn'), {**good, 'length_eval': {'mqar': [1.0]}}),
-                         (rundir.EVAL_CACHE, {'length_eval': {'mqar': {'1x': 1.0}}}),
-                         (rundir.MISMATCH_CACHE, {'layers': 2, 'token_shift': 'x'})):
+    for name, damage in ((files.EVAL_CACHE, {**good, 'length_eval': {'mqar': {'1x': 'abc'}}}),
+                         (files.eval_cache('yarn'), {**good, 'length_eval': {'mqar': [1.0]}}),
+                         (files.EVAL_CACHE, {'length_eval': {'mqar': {'1x': 1.0}}}),
+                         (files.MISMATCH_CACHE, {'layers': 2, 'token_shift': 'x'})):
         (tmp_path / 'run' / name).write_text(json.dumps({'key': {'a': 1}, 'record': damage}))
         assert evals.cached(run, name, {'a': 1}, lambda: {'r': 'fresh'}) == {'r': 'fresh'}
         assert f"{run.dir}/{name} is damaged (it" in capsys.readouterr().out
@@ -435,7 +435,7 @@ def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_mark
     cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
     ablate_here(cfg)
     trunk = tmp_path / 'grid' / 'none' / 'seed1'
-    assert all((trunk / d / rundir.EVAL_CACHE).exists() for d in ('.', 'at2', 'at4'))
+    assert all((trunk / d / files.EVAL_CACHE).exists() for d in ('.', 'at2', 'at4'))
     res = json.load(open(tmp_path / 'results' / 'results.json'))
     assert [(n, a['not_fit_by_then'], list(a['area']['per_seed'])) for n, a in res['arms'].items()] == [
         ('none at 4 uncooled', [1], ['1']), ('none at 2', [1], ['1']), ('none at 4', [1], ['1'])]
@@ -1279,9 +1279,9 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
                        {'iter': 9, 'fit_iter': 3, 'length_eval': {}}],
               eval={**acc(0.1), 'provenance': prov}, mismatch={'layers': 0}, evals={'yarn': acc(0.2)})
     os.makedirs(run.dir)
-    for name, key, rec in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu'), run.eval),
-                           (rundir.eval_cache('yarn'), evals.eval_key(run, mults, 3, 'cpu', 'yarn'), run.evals['yarn']),
-                           (rundir.MISMATCH_CACHE, evals.mismatch_key(run), run.mismatch)):
+    for name, key, rec in ((files.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu'), run.eval),
+                           (files.eval_cache('yarn'), evals.eval_key(run, mults, 3, 'cpu', 'yarn'), run.evals['yarn']),
+                           (files.MISMATCH_CACHE, evals.mismatch_key(run), run.mismatch)):
         rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': rec}).encode())
     assert 'variant' not in evals.eval_key(run, mults, 3, 'cpu')        # the plain key is as it always was
     evals.save_records([run], records, grid, ('yarn',))
@@ -1303,7 +1303,7 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
         os.makedirs(r.dir, exist_ok=True)
         open(os.path.join(r.dir, rundir.CKPT), 'w').close()
         for v in ('', 'yarn'):
-            rundir.write_atomic(os.path.join(r.dir, rundir.eval_cache(v)), json.dumps(
+            rundir.write_atomic(os.path.join(r.dir, files.eval_cache(v)), json.dumps(
                 {'key': evals.eval_key(r, mults, 3, 'cpu', v), 'record': acc(0.2 if v else 0.1)}).encode())
     evals.evaluate([trunk, branch], mults, 3, compute=False, variants=('yarn',))
     assert (trunk.eval, trunk.evals) == (acc(0.1), {}) and branch.evals == {'yarn': acc(0.2)}
@@ -1349,8 +1349,8 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
             run.state = 'done' if finished else 'partial'
             run.records, run.eval, run.mismatch = [{'iter': 9, 'fit_iter': 3, 'length_eval': {'mqar': {'1x': 1.0}}}], \
                 acc(seed / 10), {'layers': 0}
-            for name, key in ((rundir.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu')),
-                              (rundir.MISMATCH_CACHE, evals.mismatch_key(run))):
+            for name, key in ((files.EVAL_CACHE, evals.eval_key(run, mults, 3, 'cpu')),
+                              (files.MISMATCH_CACHE, evals.mismatch_key(run))):
                 rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': run.eval}).encode())
         return [trunk, branch]
     runs = group(1, (True, True)) + group(2, (True, False))

@@ -1,0 +1,71 @@
+"""
+A study's files, named in one place: what ablate.py and its children write into a run dir beside
+train.py's own (core/rundir.py names those), and into a study's results_dir; with the lock two
+ablate.py on one study take for its summary, and the one reading of a summary, cache or record.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+
+from core import rundir
+
+# in a run dir
+TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
+EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
+EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
+MISMATCH_CACHE = 'ablate_mismatch.json'
+TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/launch.py): its id
+EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
+REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
+# in a study's results_dir
+RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its tables
+RECORDS = 'runs'                  # the committed record of each finished run of a study's own grid
+# in a grid's folder
+SUMMARY_LOCK = 'summary.lock'     # held while its summary is read and written
+
+
+def eval_cache(variant=''):
+    """A study's cached final eval of a run dir: ablate_eval.json plain, ablate_eval_<variant>.json under a
+    length-scaling variant (eval_lengths.parse_variant)."""
+    return EVAL_CACHE.replace('.json', f'_{variant}.json') if variant else EVAL_CACHE
+
+
+def read_json(path, fix, kind=dict):
+    """A JSON file that must hold a `kind` (a summary, a cache): one line naming the file and `fix`
+    when it is missing, cut short or of another shape, never a traceback from inside json."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise SystemExit(f"{path} does not exist; {fix}") from None
+    except (ValueError, OSError) as e:
+        raise SystemExit(f"{path} is not readable JSON ({type(e).__name__}: {rundir.first_line(e)}); {fix}") from None
+    if not isinstance(data, kind):
+        raise SystemExit(f"{path} holds a {type(data).__name__}, not a {kind.__name__}; {fix}")
+    return data
+
+
+def set_aside(path):
+    """Rename a damaged file to <path>.bad (or .bad2, ...: an earlier one is kept too). -> its new name"""
+    n, new = 1, f"{path}.bad"
+    while os.path.exists(new):
+        n += 1
+        new = f"{path}.bad{n}"
+    os.replace(path, new)
+    return new
+
+
+@contextlib.contextmanager
+def summary_lock(folder):
+    """Held while a study's summary is read and written: a blocking flock on <folder>/summary.lock (the
+    grid's folder), so two ablate.py on one study write one after the other, each from what it finds."""
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, SUMMARY_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        with contextlib.suppress(OSError):          # a file system without flock: unlocked, as DirLock goes on
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
