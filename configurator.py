@@ -102,9 +102,10 @@ def _reads(source, seen):
     return out
 
 
-def configure(settings, argv):
+def configure(settings, argv, quiet=False):
     """settings: {key: default}; argv: config files and --key=value overrides, applied in order.
-    -> a new dict with the same keys and the overridden values."""
+    -> a new dict with the same keys and the overridden values. quiet: without the lines that say what
+    was read (a study reads every run's settings)."""
     config = dict(settings)
     if '--help' in argv or '-h' in argv:
         import inspect
@@ -119,8 +120,9 @@ def configure(settings, argv):
             with open(arg) as f:
                 source = f.read()
             read = _reads(source, (arg,))
-            print(f"Overriding config with {arg}" + (f" (which reads {', '.join(read)})" if read else '') + ":")
-            print(source)
+            if not quiet:
+                print(f"Overriding config with {arg}" + (f" (which reads {', '.join(read)})" if read else '') + ":")
+                print(source)
             scope = dict(config)
             try:
                 exec(compile(source, arg, 'exec'), scope)
@@ -144,7 +146,8 @@ def configure(settings, argv):
             if key not in config:
                 _fail(unknown_key(key, config))
             value = _parse(key, raw, settings[key])
-            print(f"Overriding: {key} = {value!r}")
+            if not quiet:
+                print(f"Overriding: {key} = {value!r}")
             config[key] = _check_type(key, value, settings[key], f"--{key}")
     return config
 

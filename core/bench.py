@@ -15,8 +15,6 @@ if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configur
     import configurator
     configurator.startup()
 
-import contextlib  # noqa: E402
-import io  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -150,8 +148,7 @@ def read_config(name):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return configure(settings_of(vars(train)), [os.path.join('config', name + '.py')])
+        return configure(settings_of(vars(train)), [os.path.join('config', name + '.py')], quiet=True)
     finally:
         os.chdir(cwd)
 

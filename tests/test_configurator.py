@@ -34,6 +34,9 @@ def test_the_log_names_every_config_file_read_also_one_a_config_runs(tmp_path, c
     chain.write_text(f"exec(open({str(top)!r}).read())\n")
     assert configure(DEFAULTS, [str(chain)])['out_dir'] == 'out/y'
     assert f"Overriding config with {chain} (which reads {top}, {base}):" in capsys.readouterr().out
+    # quiet: the same settings, nothing said (a study reads every run's settings)
+    assert configure(DEFAULTS, [str(chain), '--batch_size=2'], quiet=True) == dict(DEFAULTS, batch_size=2, out_dir='out/y')
+    assert capsys.readouterr().out == ''
 
 
 def test_int_is_fine_where_float_expected():
