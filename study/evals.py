@@ -191,12 +191,6 @@ def record_path(records, grid_dir, run):
     return os.path.join(records, os.path.relpath(run.dir, grid_dir) + '.json')
 
 
-def no_snapshots(trunk):
-    """A finished trunk that never fit wrote no snapshot past its fit: its branches can never train (a trunk
-    at fixed steps writes its snapshots fit or not)."""
-    return not trunk.fixed_steps and trunk.records[-1].get('fit_iter') is None
-
-
 def provenance_of(run):
     """What made a finished run's numbers: {'train': the distinct rundir.provenance() its log records
     (one per process that trained it, in order), 'eval': its plain eval's}; a committed record's own

@@ -1,7 +1,8 @@
 """
 A study's files, named in one place: what ablate.py and its children write into a run dir beside
-train.py's own (core/rundir.py names those), and into a study's results_dir; with the lock two
-ablate.py on one study take for its summary, and the one reading of a summary, cache or record.
+train.py's own (core/rundir.py names those), into a study's results_dir and its grid's folder, and
+where a study config is found by its name; with the lock two ablate.py on one study take for its
+summary, and the one reading of a summary, cache or record.
 """
 
 import contextlib
@@ -24,6 +25,8 @@ RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its table
 RECORDS = 'runs'                  # the committed record of each finished run of a study's own grid
 # in a grid's folder
 SUMMARY_LOCK = 'summary.lock'     # held while its summary is read and written
+# in the repository
+STUDY_CONFIGS = 'config'          # where reuse and init_from_study find a study config by its name
 
 
 def eval_cache(variant=''):

@@ -24,9 +24,6 @@ from study.runs import (command, fit_of, last_progress, open_train_log, ready, s
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
 
-LAUNCHERS = ('local', 'slurm', 'submitit_local')
-
-
 JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
 
 
@@ -35,40 +32,6 @@ ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESI
           'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}   # UNKNOWN: neither sacct nor scontrol could be asked
 GONE = 'GONE'      # the scheduler no longer knows the job (sacct off and past MinJobAge): it has ended
 SAID = set()       # the notes this process has printed, each once
-
-
-def check_launcher(cfg):
-    """The launcher settings, checked before anything is written; -> the sbatch options of slurm_extra."""
-    def fail(msg):
-        raise SystemExit(f"config error: {msg}")
-    launcher = cfg['launcher']
-    if launcher not in LAUNCHERS:
-        fail(f"unknown launcher {launcher!r}: local (train here, the default), slurm (a Slurm job per run, via "
-             f"submitit) or submitit_local (those jobs as processes here)")
-    if cfg['eval_on'] not in ('local', launcher):
-        fail(f"eval_on={cfg['eval_on']!r}: eval jobs go through the runs' launcher, so eval_on is 'local' (the "
-             f"default) or the launcher's name (--launcher={launcher})")
-    if launcher == 'local':
-        return {}
-    if launcher == 'slurm' and not cfg['slurm_partition']:
-        fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
-    for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1),
-                       ('slurm_mem_gb', 0)):
-        if cfg[key] < least:
-            fail(f"{key}={cfg[key]} must be >= {least}")
-    try:
-        extra = items('slurm_extra', cfg['slurm_extra'])
-    except ValueError as e:
-        fail(str(e))
-    if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
-        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, "
-             f"e.g. account=abc,qos=high")
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
-        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: "
-                         f"pip install submitit") from None
-    return dict(kv.split('=', 1) for kv in extra)
 
 
 def train_job(fresh, resumed, run_dir, threads):
@@ -108,7 +71,7 @@ def gpus_per_run(cfg, device):
     return 1 if device.startswith('cuda') else 0
 
 
-def submit(cfg, kind, calls, extra, runs_device):
+def submit(cfg, kind, calls, runs_device):
     """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
     sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
     leaves grid_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
@@ -129,8 +92,9 @@ def submit(cfg, kind, calls, extra, runs_device):
         params['mem_gb'] = cfg['slurm_mem_gb']
     if cfg['launcher'] == 'slurm':
         params['slurm_partition'] = cfg['slurm_partition']
+        extra = items('slurm_extra', cfg['slurm_extra'])           # checked by study.settings.check_launcher
         if extra:
-            params['slurm_additional_parameters'] = extra
+            params['slurm_additional_parameters'] = dict(kv.split('=', 1) for kv in extra)
     try:
         with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's stderr, then raises it
             executor = submitit.AutoExecutor(folder=folder, cluster='slurm' if cfg['launcher'] == 'slurm' else 'local')
@@ -269,7 +233,7 @@ def is_running(st):
     return (st.split() or ['UNKNOWN'])[0] in ACTIVE
 
 
-def dispatch(runs, cfg, kind, args_of, extra):
+def dispatch(runs, cfg, kind, args_of):
     """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
     record the new job ids. -> [(run, job)] of every job now queued or running."""
     jobs = {run.dir: recorded_job(run, kind) for run in runs}
@@ -288,7 +252,7 @@ def dispatch(runs, cfg, kind, args_of, extra):
                 print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
     device = next((r.cfg['device'] for r in todo if r.cfg['device'].startswith('cuda')), 'cpu')
-    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], extra, device)):
+    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], device)):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run.state == 'partial' else ''
         print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run.dir}/"
@@ -319,7 +283,7 @@ def wait_jobs(live, cfg, kind):
             print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r, _ in live))
 
 
-def launch(runs, cfg, extra):
+def launch(runs, cfg):
     """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
     checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
     whose job is still queued or running (none after --wait)."""
@@ -332,7 +296,7 @@ def launch(runs, cfg, extra):
         # finished: a snapshot lost since is rebuilt in the branch's job)
         todo = [r for r in pending if ready(r, trunks) and r not in submitted]
         live = dispatch(todo, cfg, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
-                                                       r.dir, cfg['slurm_cpus_per_run']), extra)
+                                                       r.dir, cfg['slurm_cpus_per_run']))
         submitted += todo
         waiting = [r for r in pending if r not in submitted]
         if waiting:
@@ -357,7 +321,7 @@ def launch(runs, cfg, extra):
     return []
 
 
-def launch_evals(runs, cfg, mults, extra, variants=()):
+def launch_evals(runs, cfg, mults, variants=()):
     """With eval_on=<launcher>: an eval job per finished run whose final evals or mismatch are not
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
     evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
@@ -367,7 +331,7 @@ def launch_evals(runs, cfg, mults, extra, variants=()):
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
     live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
-                                                   variants), extra)
+                                                   variants))
     if not cfg['wait']:
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')

@@ -291,20 +291,6 @@ def parse_term(term, arms, variants):
     return parts
 
 
-def check_comparisons(comparisons, arms, variants):
-    """comparisons = {family: [[a, b], ...]}: -> None, or a ValueError naming the first thing wrong."""
-    if not isinstance(comparisons, dict):
-        raise ValueError("comparisons must map a family's name to a list of [a, b] pairs")
-    for family, pairs in comparisons.items():
-        if not isinstance(pairs, list) or not pairs:
-            raise ValueError(f"comparisons[{family!r}] must be a non-empty list of [a, b] pairs")
-        for pair in pairs:
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-                raise ValueError(f"comparisons[{family!r}]: {pair!r} is not a pair [a, b] (a - b is tested)")
-            for side in pair:
-                parse_term(side, arms, variants)
-
-
 def comparisons(arms_out, cfg):
     """The study's own comparisons (comparisons = {family: [[a, b], ...]}): a - b paired by seed at each
     cooled point (the only point in a study without snapshots), each side an arm's area, plain or

@@ -1,13 +1,15 @@
 """
-One run of a study's grid: the train.py command that trains it, the state its run dir is in, and
-how a trainer is started and stopped (ablate.py's local grid and study/launch.py's jobs alike).
-A run is a Run made by ablate.plan; the grid, the eval and the summary fill in the rest.
+One run of a study's grid: the train.py command that trains it, the state its run dir is in, what
+the grid's runs need before they start, and how a trainer (or a finished run's eval) is started and
+stopped (ablate.py's local grid and study/launch.py's jobs alike). A run is a Run made by
+ablate.plan; the grid, the eval and the summary fill in the rest.
 """
 
 if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
     import configurator
     configurator.startup()
 
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shlex  # noqa: E402
@@ -15,12 +17,14 @@ import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import IO, Optional, Union  # noqa: E402
 
+import sample_data  # noqa: E402
 from core import rundir  # noqa: E402
-from study import files  # noqa: E402
 from core.schedule import with_settings  # noqa: E402
+from study import files  # noqa: E402
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)
@@ -191,6 +195,58 @@ def last_progress(run):
 
 
 # -----------------------------------------------------------------------------
+# the grid's runs together: branches that can never train, how far the grid got, what its runs need first
+
+def no_snapshots(trunk):
+    """A finished trunk that never fit wrote no snapshot past its fit: its branches can never train (a trunk
+    at fixed steps writes its snapshots fit or not)."""
+    return not trunk.fixed_steps and trunk.records[-1].get('fit_iter') is None
+
+
+def strand(runs, never):
+    """A trunk that finished without fitting wrote no snapshot past its fit: its branches can never train, so
+    they leave the grid's runs (not pending, not "not finished") for `never`, summarized as never fit at
+    their points, as the trunk is. (A trunk at fixed steps writes them fit or not.) -> (runs, never)"""
+    stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and no_snapshots(r)}
+    return ([r for r in runs if r.trunk not in stranded],
+            never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
+
+
+def where_grid_stands(runs, argv):
+    """The line an interrupted ablate.py ends with: how far the grid got, and the command that goes on."""
+    selected = [r for r in runs if r.selected]
+    done = sum(r.state == 'done' for r in selected)
+    stopped = sum(r.proc is not None and r.proc.poll() is None for r in selected)
+    return (f"{done} of {len(selected)} runs finished"
+            + (f", {stopped} stopping at their last checkpoint" if stopped else '')
+            + f"; resume with: {shlex.join(['python', 'ablate.py', *argv])}")
+
+
+def check_sources(runs, cfg):
+    """A pending run that starts from another run's weights needs that run finished."""
+    study, _, arm = cfg['init_from_study'].partition('/')
+    first = (f"python ablate.py {os.path.join(files.STUDY_CONFIGS, study + '.py')} --arms={arm}" if study
+             else 'the study it comes from')
+    for run in runs:
+        source = run.cfg['init_from']
+        if run.state == 'done' or not run.selected or source in ('scratch', 'resume'):
+            continue
+        path = rundir.ckpt_path(source)
+        done = os.path.isfile(path) and rundir.load_checkpoint(path, "restore a copy, or retrain that run")['finished']
+        if not done:
+            raise SystemExit(f"config error: arm '{run.arm}', seed {run.seed}: init_from={source!r} is not a "
+                             f"finished run yet; run {first} first")
+
+
+def prepare_data(runs):
+    """Generate each corpus once, here, before the runs start: parallel runs would race to write it
+    (and another ablate.py generating it is waited for)."""
+    for run in runs:
+        if run.selected and run.state != 'done' and run.trunk is None:
+            sample_data.make_corpus(run.cfg, "rerun this command (or point data_dir elsewhere)")
+
+
+# -----------------------------------------------------------------------------
 # starting and stopping trainers: the local grid (ablate.py) and the launchers' jobs (study/launch.py)
 
 def to_train(runs):
@@ -226,6 +282,64 @@ def stop_trainers(procs):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def tail(run_dir, name):
+    """The last line of a process's log in the run dir."""
+    with open(os.path.join(run_dir, name), errors='replace') as f:
+        return ' '.join(f.read().strip().splitlines()[-1:])
+
+
+def lock_run(run, then, held):
+    """The run dir's lock, or None (one line: `held`, the name of the process holding it) when another has it."""
+    with rundir.writing(os.path.join(run.dir, rundir.LOCK), 'the lock file', then):
+        try:
+            return rundir.DirLock(run.dir)
+        except rundir.Held as e:
+            print(f"{tag(run)} {held}: {run.dir} is in use by {e}; rerun this command once it has ended")
+            return None
+
+
+def start_eval(run, cmd, env, then):
+    """Start a finished run's eval process (its evals and mismatch into the run dir's caches, eval.log),
+    holding its dir's lock, unless another process holds it. -> whether it started."""
+    lock = lock_run(run, then, 'not evaluated')
+    if lock is None:
+        return False
+    with rundir.writing(os.path.join(run.dir, files.EVAL_LOG), 'the eval log', then):
+        log = open_train_log(run.dir, cmd, files.EVAL_LOG)
+    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    run.train_log, run.lock, run.t0 = log, lock, time.time()
+    return True
+
+
+def start_trainer(run, env, then, trunk_fit=None):
+    """Start a run's trainer unless another process holds its dir, or finished it since the grid
+    was planned. -> whether it started."""
+    lock = lock_run(run, then, 'skipped')
+    if lock is None:
+        return False
+    run.state = state(run)
+    if run.state == 'done':
+        lock.release()
+        print(f"{tag(run)} finished meanwhile by another process")
+        return False
+    cmd = command(run, run.state == 'partial', trunk_fit)
+    handed, fds = lock.child()
+    with rundir.writing(os.path.join(run.dir, files.TRAIN_LOG), 'the train log', then):
+        log = open_train_log(run.dir, cmd)
+    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
+    run.train_log, run.lock, run.t0 = log, lock, time.time()
+    print(f"{tag(run)} {'resuming' if run.state == 'partial' else 'starting'} -> {run.dir}/{files.TRAIN_LOG}")
+    return True
+
+
+def stop_running(running):
+    """End the trainers still running when this process is interrupted: SIGTERM, which each
+    answers by exiting with its last checkpoint intact (SIGKILL after a minute)."""
+    stop_trainers([run.proc for run in running])
+    for run in running:
+        run.lock.release()
 
 
 # -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import eval_lengths as E
 from core import rundir
 import train
 from ablate import main as ablate_main
-from study import evals, files, launch, outcomes, plots, reproduce, stats, tables
+from study import evals, files, launch, outcomes, plots, reproduce, settings, stats, summary, tables
 from study.runs import Run, state
 from configurator import configure, settings_of
 
@@ -295,7 +295,7 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
                         ('{"command": 5}', 'names no grid (its command is 5)'),
                         ('{"command": "python ablate.py \'x"}', 'No closing quotation')):
         (results / 'results.json').write_text(damage)
-        assert abl.summary_dir(configure(abl.study_settings(), [cfg]), [cfg]) == str(results)   # the study's own
+        assert summary.summary_dir(configure(abl.study_settings(), [cfg]), [cfg]) == str(results)   # the study's own
         out = capsys.readouterr().out
         assert f"{results}/results.json" in out and why in out and 'set aside as' in out, out
         assert not (results / 'results.json').exists()
@@ -403,7 +403,7 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
     run lists them after their trunk. A trunk that finished without fitting still wrote its snapshots: its
     branches are not stranded as never fit, are ready (a lost snapshot is rebuilt without a fit), and are
     named at their steps. A study whose arms mix the two kinds of point is refused."""
-    from study.runs import command, ready, tag
+    from study.runs import command, ready, strand, tag
     cfg = fixed_study(tmp_path)
     ablate_here(cfg, '--dry_run')
     cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
@@ -416,7 +416,7 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
                                                                              (4, True, 6)]
     assert tag(runs[1]) == '[none seed 1, cooldown at step 2]'
     runs[0].state, runs[0].records = 'done', fit_log(None)                    # finished, never fit
-    kept, never = abl.strand(runs, [])
+    kept, never = strand(runs, [])
     assert kept == runs and never == []
     assert ready(runs[1], {runs[0].dir: runs[0]})
     spec = json.loads(command(runs[1], False, trunk_fit=None)[3])
@@ -604,7 +604,7 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     """reuse = {arm: 'study'}: the seeds the source study has are its runs (their dirs, so a missing one
     trains in its grid); other seeds train here. A setting that differs, or a cycle, is refused in one
     line that names it and the way out (--reuse={})."""
-    monkeypatch.setattr(abl, 'STUDY_CONFIGS', str(tmp_path))
+    monkeypatch.setattr(files, 'STUDY_CONFIGS', str(tmp_path))
     source = study(tmp_path, 'src.py', grid_dir=str(tmp_path / 'src'))
     here = study(tmp_path, 'here.py', seeds='1,2,3', reuse={'none': 'src'})
     cwd = os.getcwd()
@@ -978,7 +978,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
         sum(area('vpad', s, 16000) - area('vpad', s, 6000) for s in range(1, 8)) / 7)
     assert [(t['point'], sorted(t)) for t in res['comparisons']] == [
         (p, ['a', 'b', 'family', 'fit_runs_only', 'left_out', 'point']) for p in (6000, 11000, 16000)]
-    assert 'vpad@yarn vs none@yarn at 16000' in abl.labels(res)
+    assert 'vpad@yarn vs none@yarn at 16000' in summary.labels(res)
     md = tables.format_markdown(res)
     for text in ('| vpad at 6000 | 7 (1) | 0.64 [0.60, 0.67], sd 0.039 | 0.65 [0.65, 0.66] |',
                  '| fit runs only: paired difference, p (Holm) |',
@@ -1238,7 +1238,7 @@ def test_launchers_without_submitit_name_the_package(tmp_path, monkeypatch):
         assert f'--launcher={launcher} needs the submitit package' in msg and 'pip install submitit' in msg, msg
     assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
     cfg = configure(abl.study_settings(), [])
-    assert launch.check_launcher(cfg) == {}                                # the local launcher never imports it
+    settings.check_launcher(cfg)                                          # the local launcher never imports it
 
 
 def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatch):

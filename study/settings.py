@@ -1,0 +1,287 @@
+"""
+A study's settings, checked in one place before anything runs or is written: check() takes a study
+config as ablate.py read it and refuses, each time in one line that names the key and the fix, what
+cannot make the grid it describes: ablate.py's own keys (the arms, seeds, launcher and the
+pre-registered rule), every run's train.py settings as train.py checks them, and how the two fit
+together (a 1x in every quick eval, the early and late snapshots in every trunk, one kind of point in
+a study). What it returns is each run's exact settings, which ablate.plan makes the grid's runs.
+
+split_argv reads ablate.py's command line: its own keys, train.py overrides for every run, --arms.
+"""
+
+import os
+import re
+from typing import NamedTuple
+
+import eval_lengths
+from configurator import configure, items, unknown_key
+from core.checks import check_config
+from core.schedule import snapshots_of
+from study.outcomes import parse_term
+from study.stats import CHANGE, early_late
+
+LAUNCHERS = ('local', 'slurm', 'submitit_local')
+
+
+class Planned(NamedTuple):
+    """One run of the grid as check() found it: (arm, seed k), trained into grid_dir/<arm>/seed<k>/."""
+    arm: str
+    seed: int
+    dir: str
+    argv: list        # train.py's arguments that make it (init_from_study's --init_from not yet among them)
+    cfg: dict         # the exact settings train.py will use, checked as train.py checks them
+    tasks: list       # its eval tasks
+
+
+def fail(msg):
+    raise SystemExit(f"config error: {msg}")
+
+
+def check(cfg, passed, selected, train_settings):
+    """Every setting of a study, checked before anything runs, top to bottom as the refusals come. cfg: its
+    config read with ablate.py's keys; passed: train.py overrides from the command line for every run;
+    selected: the --arms selection or None; train_settings: train.py's keys and defaults. -> [Planned],
+    arm-major: each run's exact settings."""
+    check_launcher(cfg)
+
+    # the grid: its arms, seeds and folders
+    if not cfg['arms']:
+        fail("the study sets no arms: a study config needs arms = {'name': {train.py overrides}, ...}")
+    if selected is not None:
+        if not selected:
+            fail("--arms is empty: name arms of the study, e.g. --arms=" + ','.join(list(cfg['arms'])[:2]))
+        for a in selected:
+            if a not in cfg['arms']:
+                fail(f"unknown arm '{a}' in --arms; arms of this study: {', '.join(cfg['arms'])}")
+    try:
+        seed_items = items('seeds', cfg['seeds'])
+    except ValueError as e:
+        fail(str(e))
+    try:
+        seeds = [int(s) for s in seed_items]
+    except ValueError:
+        seeds = None
+    if not seeds:
+        fail(f"seeds={cfg['seeds']!r}: give integers separated by commas, e.g. --seeds=1,2,3")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        fail(f"seeds={cfg['seeds']!r} names seed {', '.join(map(str, twice))} more than once: give each seed once")
+    for arm in cfg['arms']:       # an arm's name is a folder inside grid_dir, never a path out of it
+        if not (isinstance(arm, str) and re.fullmatch(r'[A-Za-z0-9_.+-]+', arm) and arm not in ('.', '..')):
+            fail(f"arm name {arm!r}: run (arm, seed k) trains into grid_dir/<arm>/seed<k>/, so name it with letters, "
+                 f"digits, '_', '-', '+' or '.' (not '', '.' or '..', no '/')")
+    if not os.path.isfile(cfg['base_config']):
+        fail(f"base_config '{cfg['base_config']}' not found (run from the repository root)")
+    for k in ('workers', 'eval_samples'):
+        if cfg[k] < 1:
+            fail(f"{k}={cfg[k]} must be positive")
+    for k in ('grid_dir', 'results_dir'):
+        if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
+            fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
+
+    # the pre-registered rule: the final eval, the thresholds, the families and comparisons it tests
+    try:
+        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
+    except ValueError as e:
+        fail(str(e))
+    if cfg['control'] and cfg['control'] not in cfg['arms']:
+        fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, "
+             f"or '' for no tests")
+    if cfg['deteriorate_multiple'] < 0:
+        fail(f"deteriorate_multiple={cfg['deteriorate_multiple']} must be >= 0 (0 = no rule)")
+    if cfg['deteriorate_evals'] < 1:
+        fail(f"deteriorate_evals={cfg['deteriorate_evals']} must be >= 1")
+    if not 0 < cfg['deteriorate_drop'] <= 1:
+        fail(f"deteriorate_drop={cfg['deteriorate_drop']} must be in (0, 1]")
+    for k in ('fit_accuracy', 'extrap_threshold', 'range_threshold'):
+        if not 0 < cfg[k] <= 1:
+            fail(f"{k}={cfg[k]} must be in (0, 1]: it is an accuracy")
+    if not 0 < cfg['delta'] <= 1:
+        fail(f"delta={cfg['delta']} must be in (0, 1]: it is a difference of areas")
+    in_family = [a for arms in cfg['families'].values() for a in (arms if isinstance(arms, list) else [None])]
+    for a in in_family:
+        arm = a.removesuffix(CHANGE) if isinstance(a, str) else a
+        if arm not in cfg['arms'] or arm == cfg['control']:
+            fail(f"families={cfg['families']!r}: each family is a list of the arms tested against "
+                 f"control={cfg['control']!r}, other than it "
+                 f"({', '.join(n for n in cfg['arms'] if n != cfg['control'])}), and of the changes it tests "
+                 f"with them (\"arm{CHANGE}\")")
+    changes = [(f, a) for f, arms in cfg['families'].items() if isinstance(arms, list) for a in arms
+               if a.endswith(CHANGE)]
+    for family, a in changes:
+        if a.removesuffix(CHANGE) not in cfg['families'][family]:
+            fail(f"families[{family!r}] names {a!r}: the change of an arm the family lists; add "
+                 f"{a.removesuffix(CHANGE)!r} to it")
+    for a in cfg['reuse']:
+        if a not in cfg['arms'] or not isinstance(cfg['reuse'][a], str):
+            fail(f"reuse={cfg['reuse']!r}: map arms of this study to 'study' or 'study/arm' "
+                 f"(arms: {', '.join(cfg['arms'])})")
+    if cfg['init_from_study'] and (cfg['init_from_study'].count('/') != 1 or 'init_from' in cfg['common']
+                                   or any('init_from' in o for o in cfg['arms'].values() if isinstance(o, dict))):
+        fail(f"init_from_study={cfg['init_from_study']!r}: name one 'study/arm', and set no init_from in common "
+             f"or the arms")
+    if len(set(in_family)) < len(in_family):
+        fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
+    try:
+        variants = items('eval_variants', cfg['eval_variants'])
+    except ValueError as e:
+        fail(str(e))
+    for v in variants:
+        try:
+            eval_lengths.parse_variant(v)
+        except ValueError as e:
+            fail(f"eval_variants={cfg['eval_variants']!r}: {e}")
+    if len(set(variants)) < len(variants):
+        fail(f"eval_variants={cfg['eval_variants']!r} names a variant twice")
+    comparisons = cfg['comparisons']
+    try:
+        if not isinstance(comparisons, dict):
+            raise ValueError("comparisons must map a family's name to a list of [a, b] pairs")
+        for family, pairs in comparisons.items():
+            if not isinstance(pairs, list) or not pairs:
+                raise ValueError(f"comparisons[{family!r}] must be a non-empty list of [a, b] pairs")
+            for pair in pairs:
+                if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                    raise ValueError(f"comparisons[{family!r}]: {pair!r} is not a pair [a, b] (a - b is tested)")
+                for side in pair:
+                    parse_term(side, cfg['arms'], variants)
+    except ValueError as e:
+        fail(f"comparisons: {e}")
+    if cfg['extrap_multiple'] not in mults:
+        fail(f"extrap_multiple={cfg['extrap_multiple']} is not in multiples={cfg['multiples']!r}: the final eval "
+             f"would not measure it")
+
+    # every run: its train.py settings, checked as train.py checks them, and how they fit the rule
+    runs, kinds = [], {}    # kinds: arm -> whether its trunks keep their snapshots at fixed steps
+    for arm, overrides in cfg['arms'].items():
+        if not isinstance(overrides, dict):
+            fail(f"arm '{arm}' must map to a dict of train.py overrides, got {type(overrides).__name__}")
+        if 'seed' in cfg['common'] or 'seed' in overrides:
+            fail(f"arm '{arm}': a run's seed comes from seeds={cfg['seeds']!r}; drop 'seed' from common and the arms")
+        # one fit rule: train.py's (it logs fit_iter, and stops steps_after_fit after it) is the study's
+        if any(o.get('fit_accuracy', cfg['fit_accuracy']) != cfg['fit_accuracy'] for o in (cfg['common'], overrides)):
+            fail(f"arm '{arm}': fit_accuracy is the study's pre-registered fit rule: set it once, at the top of the "
+                 f"study config, not in common or an arm")
+        for seed in seeds:
+            run = run_settings(cfg, arm, seed, passed, train_settings, variants)
+            snapshots, fixed = snapshots_of(run.cfg)
+            if snapshots:
+                kinds[arm] = fixed
+            runs.append(run)
+
+    # one kind of point in a study
+    if len(set(kinds.values())) > 1:
+        fail("arms " + ', '.join(a for a, f in kinds.items() if f) + " keep snapshots at fixed steps "
+             "(snapshots_at_iter), " + ', '.join(a for a, f in kinds.items() if not f) + " past the fit "
+             "(snapshots_after_fit): a study compares its arms at one kind of point; give every arm the same")
+    if changes and not kinds:
+        fail(f"families={cfg['families']!r} names a change ({changes[0][1]!r}), from early_snapshot to late_snapshot: "
+             f"only a study of snapshots (snapshots_after_fit or snapshots_at_iter) has one")
+    return runs
+
+
+def check_launcher(cfg):
+    """The launcher's settings, first: submitit, which the cluster launchers need, is optional."""
+    launcher = cfg['launcher']
+    if launcher not in LAUNCHERS:
+        fail(f"unknown launcher {launcher!r}: local (train here, the default), slurm (a Slurm job per run, via "
+             f"submitit) or submitit_local (those jobs as processes here)")
+    if cfg['eval_on'] not in ('local', launcher):
+        fail(f"eval_on={cfg['eval_on']!r}: eval jobs go through the runs' launcher, so eval_on is 'local' (the "
+             f"default) or the launcher's name (--launcher={launcher})")
+    if launcher == 'local':
+        return
+    if launcher == 'slurm' and not cfg['slurm_partition']:
+        fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
+    for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1),
+                       ('slurm_mem_gb', 0)):
+        if cfg[key] < least:
+            fail(f"{key}={cfg[key]} must be >= {least}")
+    try:
+        extra = items('slurm_extra', cfg['slurm_extra'])
+    except ValueError as e:
+        fail(str(e))
+    if any('=' not in kv or not kv.split('=', 1)[0].strip() for kv in extra):
+        fail(f"slurm_extra={cfg['slurm_extra']!r}: give sbatch options as key=value separated by commas, "
+             f"e.g. account=abc,qos=high")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: "
+                         f"pip install submitit") from None
+
+
+def run_settings(cfg, arm, seed, passed, train_settings, variants):
+    """Run (arm, seed k)'s train.py settings, checked as train.py checks them, and how they fit the study's
+    rule. -> Planned"""
+    run_dir = os.path.join(cfg['grid_dir'], arm, f'seed{seed}')
+    argv = [cfg['base_config'], *flags(cfg['common'], seed), *flags(cfg['arms'][arm], seed),
+            *(p.replace('{seed}', str(seed)) for p in passed), f"--fit_accuracy={cfg['fit_accuracy']}",
+            f'--seed={seed}', f'--out_dir={run_dir}']
+    try:  # the exact settings train.py will use, checked as train.py checks them
+        run_cfg = configure(train_settings, argv, quiet=True)
+        # init_from: see study.runs.check_sources; the device and memory only where the runs run here (not
+        # a job's node)
+        eval_tasks, quick, _, model = check_config({**run_cfg, 'init_from': 'scratch'}, train_settings,
+                                                   here=cfg['launcher'] == 'local')
+    except SystemExit as e:
+        fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+    if variants and not model.has_rope():
+        fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r} rescale RoPE layers, and its model has none")
+    if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
+        fail(f"arm '{arm}': its quick eval (eval_multiples={run_cfg['eval_multiples']!r}) has no 1x: "
+             f"no run could fit, so the study would summarize nothing; add 1")
+    if cfg['deteriorate_multiple'] and cfg['deteriorate_multiple'] not in quick:
+        fail(f"arm '{arm}': deteriorate_multiple={cfg['deteriorate_multiple']} is not in its quick eval "
+             f"(eval_multiples={run_cfg['eval_multiples']!r}): the rule would see nothing")
+    if cfg['extrap_task'] and cfg['extrap_task'] not in eval_tasks:
+        fail(f"arm '{arm}': extrap_task={cfg['extrap_task']!r} is not among its eval tasks "
+             f"({', '.join(eval_tasks)})")
+    # a trunk (a run with snapshots): early_snapshot and late_snapshot two of its snapshots, the late one
+    # its own stop (its own final eval is the uncooled model there)
+    snapshots, fixed = snapshots_of(run_cfg)
+    key = 'snapshots_at_iter' if fixed else 'snapshots_after_fit'
+    for k in ('early_snapshot', 'late_snapshot'):
+        if cfg[k] and cfg[k] not in snapshots:
+            fail(f"{k}={cfg[k]} is not a snapshot of arm '{arm}' ({key}={run_cfg[key]!r})")
+    if snapshots:
+        early, late = early_late(snapshots, cfg['early_snapshot'], cfg['late_snapshot'])
+        stop = 'max_iters' if fixed else 'steps_after_fit'
+        if early >= late or late != run_cfg[stop]:
+            fail(f"arm '{arm}': early_snapshot={early} must come before late_snapshot={late}, and that one "
+                 f"be the trunk's stop, {stop}={run_cfg[stop]}")
+    return Planned(arm, seed, run_dir, argv, run_cfg, eval_tasks)
+
+
+def flags(overrides, seed):
+    """{'dropout': 0.1, 'init_from': 'runs/seed{seed}'} -> ['--dropout=0.1', '--init_from=runs/seed1']."""
+    out = []
+    for k, v in overrides.items():
+        v = (v.replace('{seed}', str(seed)) if isinstance(v, str) else repr(v))
+        out.append(f'--{k}={v}')
+    return out
+
+
+def split_argv(argv, study_keys, train_keys):
+    """ablate.py's command line -> (its own argv, train.py overrides for every run, the --arms selection or None)."""
+    own, passed, selected = [], [], None
+    for arg in argv:
+        key = arg[2:].split('=', 1)[0] if arg.startswith('--') else None
+        if key == 'arms':
+            try:
+                selected = items('arms', arg.split('=', 1)[1]) if '=' in arg else []
+            except ValueError as e:
+                raise SystemExit(f"config error: {e}") from None
+        elif key is None or key in study_keys or key in ('help', ''):
+            own.append(arg)
+        elif key == 'seed':
+            raise SystemExit(f"config error: ablate.py gives run (arm, seed k) --seed=k from the grid's seeds: "
+                             f"--seeds={arg.split('=', 1)[-1]}, not {arg}")
+        elif key == 'out_dir':
+            raise SystemExit("config error: ablate.py trains run (arm, seed k) into grid_dir/<arm>/seed<k>: "
+                             f"give the grid's root as --grid_dir={arg.split('=', 1)[-1]}, not --out_dir")
+        elif key in train_keys:
+            passed.append(arg)                # '{seed}' in it is filled in per run, as in a config's overrides
+        else:
+            raise SystemExit("config error: " + unknown_key(key, list(study_keys) + list(train_keys)))
+    return own, passed, selected

@@ -1,0 +1,148 @@
+"""
+A grid's summary: where it is written (summary_dir), the pre-registered rule it is written under and
+a declared change of it (rule_of, rule_change, labels), the summary of the runs as they stand
+(summarize_grid: study/outcomes.py's summarize, with the rule) and its files (write: results.json,
+results.md and the plots).
+"""
+
+import json
+import os
+import shlex
+
+import eval_lengths
+from configurator import items
+from core import rundir
+from study import files
+from study.evals import evaluated as is_evaluated, recall
+from study.outcomes import find_fit, summarize
+from study.plots import plot, step_curves
+from study.runs import SCHEDULING, state, strand
+from study.stats import at_point, fixed_steps
+from study.tables import format_markdown
+
+
+def grid_of(argv):
+    """The arguments that say what a grid is: argv without how it is scheduled or where its summary goes."""
+    return [a for a in argv if a[2:].split('=', 1)[0] not in SCHEDULING | {'results_dir'}]
+
+
+def summary_dir(cfg, argv):
+    """Where results.* go. A study config's results_dir holds the committed summary of that config's
+    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, grid_dir,
+    another config file) sends its summary to grid_dir instead. A summary that another grid wrote is
+    never replaced: refused here, before any run starts."""
+    grid, out = grid_of(argv), cfg['results_dir'] or cfg['grid_dir']
+    if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
+        print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
+              f"not {cfg['results_dir']}")
+        out = cfg['grid_dir']
+    path = os.path.join(out, files.RESULTS)
+    if os.path.normpath(out) != os.path.normpath(cfg['grid_dir']) and os.path.isfile(path):
+        try:
+            command = files.read_json(path, '').get('command')
+            if not (isinstance(command, str) and command.startswith('python ablate.py ')):
+                raise SystemExit(f"{path} names no grid (its command is {command!r})")
+            try:
+                argv = shlex.split(command)[2:]
+            except ValueError as e:
+                raise SystemExit(f"{path} names no grid (its command {command!r}: {e})") from None
+        except SystemExit as e:           # unreadable: no grid can be told from it; kept beside, not lost
+            with rundir.writing(path, 'the damaged summary aside', 'rerun this command'):
+                print(f"{str(e.code).rstrip('; ')}: set aside as {files.set_aside(path)}, a new one is written")
+            return out
+        if grid_of(argv) != grid:
+            raise SystemExit(f"{path} summarizes another grid (`{command}`), not this one: give this grid's summary "
+                             f"its own place, e.g. --results_dir={cfg['grid_dir']}")
+    return out
+
+
+# the study keys that decide a test or a label: the pre-registered rule, recorded in results.json with the commit
+# of the config that fixed it
+RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'extrap_multiple', 'extrap_threshold',
+             'extrap_task', 'range_threshold', 'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals',
+             'early_snapshot', 'late_snapshot', 'multiples', 'eval_samples', 'eval_variants')
+
+
+def rule_of(cfg):
+    return json.loads(json.dumps({k: cfg[k] for k in RULE_KEYS}))     # as results.json holds it (lists, not tuples)
+
+
+def rule_change(cfg, argv, out):
+    """The rule this grid's summary in `out` was written under, against this config's: -> None (no
+    summary, none recorded, or the same rule), the change recorded there before (still declared), or this
+    change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
+    An undeclared change is refused in one line naming the keys, before anything runs."""
+    path = os.path.join(out, files.RESULTS)
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        same_grid = grid_of(shlex.split(old['command'])[2:]) == grid_of(argv)
+        fixed = old['rule'].get('fixed') if same_grid else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None                          # no summary of this grid's to hold it to (summary_dir set a bad one aside)
+    now = rule_of(cfg)
+    changed = [k for k in now if isinstance(fixed, dict) and fixed.get(k) != now[k]]
+    if not changed:
+        return old.get('rule_change') if cfg['rule_changed'] else None
+    if not cfg['rule_changed']:
+        raise SystemExit(f"{path} was summarized under another rule: " + ', '.join(
+            f"{k}={fixed.get(k)!r} there, {now[k]!r} now" for k in changed) + ". A pre-registered rule does not "
+            f"change after its results: restore it in the config, or declare why with rule_changed = '...' (the "
+            f"summary then states the change beside the old rule's labels)")
+    return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
+
+
+def labels(results):
+    """{test: label} of a summary's primary tests: each arm against its control, each change against the
+    control's, each of the study's comparisons."""
+    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
+           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
+    out |= {f"{a}'s change vs the control's": t.get('label')
+            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
+    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
+            for t in results.get('comparisons', []) if t['left_out']}
+    return out
+
+
+def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
+    """The grid's summary from the run dirs and records as they stand now (another ablate.py on this
+    study may have finished runs meanwhile: their states, evals and records are read again).
+    -> (runs, never, results)"""
+    for run in runs:
+        if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
+            run.state = state(run)
+    variants = tuple(items('eval_variants', cfg['eval_variants']))     # (checked: study.settings)
+    if records:
+        recall(runs, records, cfg['grid_dir'], eval_lengths.parse_multiples('multiples', cfg['multiples']),
+               cfg['eval_samples'], variants)
+    runs, never = strand(runs, never)
+    evaluated(runs)               # cached evals are read (computed here where this grid computes them)
+    for run in runs:
+        if run.state == 'done' and not is_evaluated(run, variants):
+            run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
+    find_fit(runs)
+    # --arms: not the others' plans
+    summarized = [r for r in runs + never if r.selected or r.eval is not None]
+    results = summarize(summarized, cfg, argv)
+    config = argv[0] if argv and not argv[0].startswith('--') else None
+    results['rule']['fixed'] = rule_of(cfg)
+    commit = config and rundir.git('log', '-1', '--format=%H', '--', config)
+    results['rule']['config_commit'] = (commit + (' (the config has changed since)' if rundir.git(
+        'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
+    if change:       # the labels the old rule gave, beside the new rule's
+        before = summarize(summarized, cfg | change['before'], argv)
+        now = labels(results)
+        results['rule_change'] = dict(change, labels={k: [v, now.get(k)] for k, v in labels(before).items()})
+    return runs, never, results
+
+
+def write(out, results, runs, then):
+    """results.json, results.md (its tables, printed too) and the plots into `out`; a disk error is one line
+    ending in `then`."""
+    table = format_markdown(results)
+    with rundir.writing(out, 'the summary', then):
+        os.makedirs(out, exist_ok=True)
+        rundir.write_atomic(os.path.join(out, files.RESULTS), json.dumps(results, indent=1).encode())
+        rundir.write_atomic(os.path.join(out, files.RESULTS_MD), table.encode())
+        print('\n' + table)
+        plot(results, step_curves(runs), out)
