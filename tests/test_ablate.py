@@ -600,6 +600,16 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     assert 'not a checkpoint train.py wrote' in e.value.code and '--init_from=scratch' in e.value.code
 
 
+def test_a_setting_train_py_gained_later_reads_as_its_old_value_in_older_runs():
+    """rundir.ADDED: a checkpoint or record written before train.py had a setting trained as its value there
+    (mqar_haystack's distractors 0.0, ...), so a study's committed records stay its runs."""
+    from study.runs import differing
+    now = settings_of(vars(train))
+    old = {k: v for k, v in now.items() if k not in rundir.ADDED}
+    assert set(rundir.ADDED) <= set(now) and differing(old, now) == []
+    assert differing(old, now | {'distractors': 0.3}) == [('distractors', 0.0, 0.3)]
+
+
 def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equal(tmp_path, monkeypatch):
     """reuse = {arm: 'study'}: the seeds the source study has are its runs (their dirs, so a missing one
     trains in its grid); other seeds train here. A setting that differs, or a cycle, is refused in one
