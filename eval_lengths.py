@@ -38,8 +38,8 @@ from tqdm import tqdm  # noqa: E402
 
 from configurator import configure, items, settings_of  # noqa: E402
 from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS  # noqa: E402
-from core import rundir  # noqa: E402
 import sample_data  # noqa: E402
+from core import rundir  # noqa: E402
 
 # -----------------------------------------------------------------------------
 out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas

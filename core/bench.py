@@ -24,11 +24,11 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core import kernels  # noqa: E402
 import model as M  # noqa: E402
 from configurator import configure, settings_of  # noqa: E402
-from core.kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
 from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential  # noqa: E402
+from core import kernels  # noqa: E402
+from core.kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4

@@ -1,7 +1,7 @@
 """
 Every setting of a train.py run that a user can get wrong, checked before anything is generated or
-written, each ending in one line that names the key and the fix: train.py checks its run here, and
-ablate.py every run of a grid before any of them starts.
+written, each ending in one line that names the key and the fix: train.py checks its run here, and a
+study (study/settings.py) every run of its grid before any of them starts.
 """
 
 import math
@@ -11,9 +11,9 @@ from typing import NamedTuple
 import torch
 
 import eval_lengths
-from core import rundir
 import sample_data
 from model import GPTConfig
+from core import rundir
 from core.schedule import parse_snapshots, snapshots_of
 
 MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
@@ -202,8 +202,8 @@ def check_memory(cfg, c, device, shortest):
 
 def train_bytes(cfg, c, device, act_bytes):
     """Rough peak memory of a training micro-step of batch_size rows: each layer keeps about
-    36 x n_embd activations a token for the backward (measured: 34 at width 128 on the CPU; bench.py
-    --only=saved: 32 at width 768 in bf16), plus one forward's transients, and the weights, their
+    36 x n_embd activations a token for the backward (measured: 34 at width 128 on the CPU; python -m
+    core.bench --only=saved: 32 at width 768 in bf16), plus one forward's transients, and the weights, their
     gradients and AdamW's two moments (16 bytes a parameter)."""
     tokens, params = cfg['batch_size'] * cfg['block_size'], 12 * c.n_layer * c.n_embd ** 2 + c.vocab_size * c.n_embd
     return (act_bytes * tokens * 36 * c.n_layer * c.n_embd + 16 * params

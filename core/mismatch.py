@@ -19,9 +19,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from core import rundir  # noqa: E402
 import sample_data  # noqa: E402
 from model import GPT, SITES, GPTConfig  # noqa: E402
+from core import rundir  # noqa: E402
 
 
 def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from core import rundir
 from configurator import items
+from core import rundir
 
 
 def fits(accs, threshold):

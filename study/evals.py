@@ -23,10 +23,10 @@ import sys  # noqa: E402
 import torch  # noqa: E402
 
 import eval_lengths  # noqa: E402
-from core import rundir  # noqa: E402
-from study import files  # noqa: E402
 import sample_data  # noqa: E402
+from core import rundir  # noqa: E402
 from core.mismatch import dropout_mismatch  # noqa: E402
+from study import files  # noqa: E402
 from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag  # noqa: E402
 
 

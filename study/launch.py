@@ -15,9 +15,9 @@ import time
 
 import torch
 
+from configurator import items
 from core import rundir
 from study import files
-from configurator import items
 from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)

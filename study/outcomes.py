@@ -9,8 +9,8 @@ import shlex
 import statistics
 
 import eval_lengths
-from core import rundir
 from configurator import items
+from core import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
 from study.stats import (DELTA, TESTS, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,

@@ -16,7 +16,6 @@ import sys  # noqa: E402
 
 from core import rundir  # noqa: E402
 from study import files  # noqa: E402
-
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS  # noqa: E402
 from study.outcomes import rederive  # noqa: E402
 from study.verdicts import side  # noqa: E402
