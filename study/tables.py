@@ -425,7 +425,7 @@ def format_markdown(results):
         cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
         lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise "
                   f"reaches ('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, "
-                  f"{MISMATCH_MASKS} masks; `python mismatch.py RUN_DIR` gives it per layer and site). Token shift: "
+                  f"{MISMATCH_MASKS} masks; `python -m core.mismatch RUN_DIR` gives it per layer and site). Token shift: "
                   "the conditional mean shift per token, E over masks of y given x against x; batch shift: the same "
                   "for the per-coordinate batch mean; both in eval standard deviations with the mask-noise floor "
                   "(last column) subtracted (0 = kept); var ratio: train / eval variance (1 = kept); at the layers' "
