@@ -1,15 +1,15 @@
 """
-The README's verdict table, written from the committed results/<study>/results.json files, so that
+The verdict table of results/README.md, written from the committed results/<study>/results.json files, so that
 no figure in it can drift from its results: one row per arm tested against its study's control
 (the area paired by seed, its 95% interval, the paired p and Holm's over the study's sites, the
 seeds, the label stats.verdict gives every table), and one row per map (a study without a control).
-The table sits between the markers below in README.md. The headline figure (results/headline.png,
+The table sits between the markers below in results/README.md. The headline figure (results/headline.png,
 with matplotlib) is study_long's picture, each run cooled early and late in its own training;
 without study_long's results it falls back to the regime map with each site study's runs drawn
 beside the point of the map its recipe sits at.
 
-    python -m study.verdicts            # rewrite the table in README.md and draw results/headline.png
-    python -m study.verdicts --check    # exit 1 if README.md's table is not what the results give
+    python -m study.verdicts            # rewrite the table in results/README.md, draw results/headline.png
+    python -m study.verdicts --check    # exit 1 if results/README.md's table is not what the results give
 """
 
 if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
@@ -27,6 +27,7 @@ from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_s
                          range_text, second_analysis, t_interval, verdict, within)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLE = os.path.join('results', 'README.md')   # the table's file, from ROOT; its links are relative to results/
 BEGIN, END = '<!-- verdicts: written by `python -m study.verdicts` -->', '<!-- /verdicts -->'
 # the studies in the table, in order, with the claim each tests (only studies whose results.json
 # carries the area outcome: the ones run since the sensitive recipe)
@@ -71,7 +72,7 @@ def long_rows(name, claims, res):
     cooled area, the control's against 0 and each arm's against the control's, and the area late of
     the arms outside the sites family (weight decay); claims 3-4 (claims[1]): each site's cooled area
     late against the control's. A comparison with no paired runs yet (a study cut short) has no row."""
-    link, L, c, delta = f"[{name}](results/{name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
+    link, L, c, delta = f"[{name}]({name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
     e, late, fixed = L['early'], L['late'], fixed_steps(res)
     area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
     early = next((a['area']['mean'] for a in res['arms'].values() if (a['arm'], a.get('point')) == (c, e)), None)
@@ -105,7 +106,7 @@ def family_rows(name, claims, res):
     primary point (the late snapshot), family by family in the order of claims: an arm against the control,
     a change the family names (early -> late, against the control's), or a comparison a - b (each side an
     arm's area, plain or under a variant, or a difference of two)."""
-    link, delta = f"[{name}](results/{name}/README.md)", res['rule'].get('delta', DELTA)
+    link, delta = f"[{name}]({name}/README.md)", res['rule'].get('delta', DELTA)
     point, fixed = res.get('long', {}).get('late'), fixed_steps(res)
     at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
     c, out, second = res['rule']['control'], [], second_analysis(fixed)
@@ -136,7 +137,7 @@ def rows(name, claim, res):
         return family_rows(name, claim, res)
     if 'long' in res:
         return long_rows(name, claim, res)
-    link = f"[{name}](results/{name}/README.md)"
+    link = f"[{name}]({name}/README.md)"
     arms, control, delta = res['arms'], res['rule']['control'], res['rule'].get('delta', DELTA)
     if not control:     # a map: each arm's area and range
         cells = '; '.join(f"{n} {a['area']['mean']:.2f} ({range_text(a['range'])})" for n, a in arms.items()
@@ -292,13 +293,13 @@ def draw_headline(studies, path):
 
 def main(argv):
     if argv in (['-h'], ['--help']):
-        print("python -m study.verdicts [--check]: write (or, with --check, compare) README.md's verdict table "
+        print(f"python -m study.verdicts [--check]: write (or, with --check, compare) {TABLE}'s verdict table "
               "and draw results/headline.png, from the committed results/*/results.json")
         return
     if set(argv) - {'--check'}:
         raise SystemExit(f"unknown argument(s) {' '.join(a for a in argv if a != '--check')}: "
                          "python -m study.verdicts [--check]")
-    path = os.path.join(ROOT, 'README.md')
+    path = os.path.join(ROOT, TABLE)
     with open(path) as f:
         readme = f.read()
     tbl = table()
@@ -307,13 +308,13 @@ def main(argv):
         for line in mixed_machines():
             print(f"warning: {line}")
         if new != readme:
-            raise SystemExit("README.md's verdict table differs from what the results give: "
+            raise SystemExit(f"{TABLE}'s verdict table differs from what the results give: "
                              "run python -m study.verdicts")
-        print("README.md's verdict table matches the results")
+        print(f"{TABLE}'s verdict table matches the results")
         return
-    with rundir.writing(path, 'the verdict table', 'rerun python -m study.verdicts (README.md is as it was)'):
+    with rundir.writing(path, 'the verdict table', f'rerun python -m study.verdicts ({TABLE} is as it was)'):
         rundir.write_atomic(path, new.encode())
-    print(f"wrote the verdict table ({tbl.count(chr(10)) - 1} rows) into README.md")
+    print(f"wrote the verdict table ({tbl.count(chr(10)) - 1} rows) into {TABLE}")
     studies = {name: load(name) for name in [LONG, MAP, *AT]}
     if studies[LONG] and mid_range(studies[LONG]):
         draw_long_headline(studies[LONG], os.path.join(ROOT, 'results', 'headline.png'))

@@ -312,12 +312,12 @@ def test_the_readme_verdict_table_is_what_the_committed_results_give():
     typed by hand, or a result committed without rerunning `python -m study.verdicts`, fails here."""
     from study import verdicts
     verdicts.main(['--check'])
-    with open(os.path.join(verdicts.ROOT, 'README.md')) as f:
+    with open(os.path.join(verdicts.ROOT, verdicts.TABLE)) as f:
         readme = f.read()
     with pytest.raises(SystemExit, match='unknown argument'):     # a typo must not rewrite the README
         verdicts.main(['--chek'])
     verdicts.main(['--help'])                                     # nor does asking how to use it
-    with open(os.path.join(verdicts.ROOT, 'README.md')) as f:
+    with open(os.path.join(verdicts.ROOT, verdicts.TABLE)) as f:
         assert f.read() == readme
 
 
@@ -425,10 +425,10 @@ def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_li
         if os.path.exists(os.path.join(verdicts.ROOT, 'results', name, 'results.json')):
             os.makedirs(tmp_path / 'results' / name)
             shutil.copy(os.path.join(verdicts.ROOT, 'results', name, 'results.json'), tmp_path / 'results' / name)
-    shutil.copy(os.path.join(verdicts.ROOT, 'README.md'), tmp_path / 'README.md')
+    shutil.copy(os.path.join(verdicts.ROOT, verdicts.TABLE), tmp_path / verdicts.TABLE)
     monkeypatch.setattr(verdicts, 'ROOT', str(tmp_path))
     monkeypatch.setattr(verdicts, 'draw_headline', lambda *a: None)
-    readme = (tmp_path / 'README.md').read_text()
+    readme = (tmp_path / verdicts.TABLE).read_text()
 
     def one_line(*argv):
         with pytest.raises(SystemExit) as e:
@@ -441,11 +441,11 @@ def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_li
     with monkeypatch.context() as m:
         m.setattr(verdicts.rundir, 'write_atomic', full)
         assert 'no space left on the device' in one_line()
-    assert (tmp_path / 'README.md').read_text() == readme
+    assert (tmp_path / verdicts.TABLE).read_text() == readme
     begin, end = verdicts.BEGIN, verdicts.END
-    (tmp_path / 'README.md').write_text(readme.replace(begin, '@@').replace(end, begin).replace('@@', end))
+    (tmp_path / verdicts.TABLE).write_text(readme.replace(begin, '@@').replace(end, begin).replace('@@', end))
     assert 'in that order' in one_line('--check')
-    (tmp_path / 'README.md').write_text(readme)
+    (tmp_path / verdicts.TABLE).write_text(readme)
     cut = tmp_path / 'results' / 'study_positive' / 'results.json'
     text = cut.read_text()
     cut.write_text(text[:len(text) // 2])
@@ -457,7 +457,7 @@ def test_the_readme_rewrite_is_atomic_and_a_damaged_or_missing_summary_is_one_li
     os.remove(cut)
     verdicts.main([])
     assert 'results/study_positive/results.json is missing: its rows are left out' in capsys.readouterr().out
-    assert '[study_positive]' not in (tmp_path / 'README.md').read_text()
+    assert '[study_positive]' not in (tmp_path / verdicts.TABLE).read_text()
 
 
 def test_a_step_median_is_drawn_only_where_half_of_the_runs_still_train():
