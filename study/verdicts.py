@@ -42,6 +42,7 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
                               'practice': 'beside RoPE rescaled at inference (YaRN, fixed in advance)',
                               'weight decay': '1, weight decay on fresh seeds'}),
            ('study_quick', '4 in under an hour: VPAD vs none at fit +5000, the last 1000 decaying'),
+           ('study_haystack', {'primary': '4 and beside YaRN on a haystack whose distractors grow with the length'}),
            ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2')]
 EXTRA = ['study_scale']   # studies checked for mixed machines, not in the table
