@@ -929,7 +929,7 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
     from study import verdicts                              # the README's rows: the primary point's tests
     rows = verdicts.rows('s', {'practice': 'beside yarn'}, res)
-    assert len(rows) == 2 and rows[1].startswith('| beside yarn | [s](results/s/README.md) | (vpad@yarn - none@yarn) '
+    assert len(rows) == 2 and rows[1].startswith('| beside yarn | [s](s/README.md) | (vpad@yarn - none@yarn) '
                                                  '- (vpad - none) at +4000, +0.101') and rows[1].endswith(
         '| higher; never fit as 0: not resolved: [-0.026, +0.152] |')     # the never-fit seed 8 as 0 says otherwise
     plots.plot(res, {}, str(tmp_path))                      # one panel per variant (plots need matplotlib)
@@ -1001,9 +1001,9 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     assert '+6000' not in md and 'never fit as 0' not in md and '†' not in md
     from study import verdicts
     rows = verdicts.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
-    assert rows[0].startswith('| c | [s](results/s/README.md) | vpad vs none at 16000: ') and \
+    assert rows[0].startswith('| c | [s](s/README.md) | vpad vs none at 16000: ') and \
         rows[0].endswith('not resolved: [-0.044, +0.232]; fit runs only: higher |')
-    assert rows[1].startswith('| y | [s](results/s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
+    assert rows[1].startswith('| y | [s](s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
     plots.plot(res, {}, str(tmp_path))
 
 
