@@ -439,7 +439,7 @@ TASKS = {
     'vt': _draw_vt,
     'json_kv': _draw_json_kv,
     'mqar': _draw_mqar,
-    'mqar_haystack': lambda tok, rng, split, distractors: _draw_mqar(tok, rng, split, distractors),
+    'mqar_haystack': _draw_mqar,      # with distractors (from _draw), so never None: the haystack layout
 }
 DISTRACTED = ('mqar_haystack',)     # the tasks that read `distractors` (a corpus setting: meta.json keeps it)
 
