@@ -123,6 +123,10 @@ early_snapshot = 0         # studies of trunks with snapshots (snapshots_after_f
 late_snapshot = 0          # at late_snapshot minus its cooled area at early_snapshot (steps past the fit, or steps of
                            # the trunk's training; 0: the first and the last snapshot), and the arms are compared at
                            # late_snapshot
+fit_plus_reading = 0       # studies at fixed steps (snapshots_at_iter): > 0 also reads each run at its cooled snapshot
+                           # nearest its own fit + this many steps, where one lies within +-fit_plus_window (the
+fit_plus_window = 0        # point a fit-relative study reads, for comparing with one); each site against the control
+                           # paired over the seeds where both have one (secondary, Holm within each family)
 reproduce = 0              # > 0: train nothing of the grid; retrain this many committed seeds of one arm (--arms=<arm>,
                            # else the control) into out/reproduce/ and compare them with the committed results
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a

@@ -57,3 +57,7 @@ fit_accuracy = 0.95
 extrap_multiple = 4                    # secondary, as in the other sensitive studies: >= 0.75 at 4x
 extrap_threshold = 0.75
 range_threshold = 0.5
+# The reading near each run's fit + 4000 declared above, as settings (added while the study ran, from the
+# worktree at the config's commit; they name that reading, changing no run and no other test):
+fit_plus_reading = 4000
+fit_plus_window = 1500

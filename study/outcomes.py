@@ -259,6 +259,8 @@ def long_training(arms_out, cfg):
     for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
         tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in family_arms(arms)}
         out['change_vs_control'].update({a: dict(t, family=family) for a, t in tests.items() if t})
+    if out.get('fixed_steps') and cfg['fit_plus_reading']:
+        out['fit_plus'] = fit_plus(at, points, cfg)
     runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
             for a in cfg['arms']}
 
@@ -272,6 +274,31 @@ def long_training(arms_out, cfg):
                                  'what': 'per run: the change of the per-token shift (cooled, late minus early) '
                                          'against the change of its area, over the runs with dropout, and within '
                                          'each arm'}
+    return out
+
+
+def fit_plus(at, points, cfg):
+    """A study at fixed steps read as a fit-relative one would be: each run at its cooled point nearest its own
+    fit + fit_plus_reading (its trunk's fit, by the trunk's stop), where one lies within +-fit_plus_window
+    (a run fit late may have none; one never fit has none). Every run read there is fit by then (the point
+    lies past its fit). Each arm of a family against the control, paired over the seeds where both have a
+    point (Holm within the family, by rederive). at: {(arm, point): its summary}; points: the cooled ones."""
+    k, window = cfg['fit_plus_reading'], cfg['fit_plus_window']
+    out = {'offset': k, 'window': window, 'points': {}, 'area': {}, 'vs_control': {}}
+    for arm in cfg['arms']:
+        fits = at.get((arm, 'trunk'), {}).get('steps_to_fit', {}).get('per_seed', {})
+        for seed, fit in fits.items():
+            point = min(points, key=lambda p: (abs(p - fit - k), p))
+            area = at.get((arm, point), {}).get('area', {}).get('per_seed', {}).get(seed)
+            if abs(point - fit - k) <= window and area is not None:
+                out['points'].setdefault(arm, {})[seed] = point
+                out['area'].setdefault(arm, {})[seed] = area
+    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
+    for family, arms in (families if cfg['control'] else {}).items():
+        for a in family_arms(arms):
+            t = area_test(out['area'].get(a, {}), out['area'].get(cfg['control'], {}), cfg['delta'])
+            if t:
+                out['vs_control'][a] = dict(t, family=family)
     return out
 
 
@@ -468,6 +495,10 @@ def rederive(results):
                 families[('cooldown', a, 'alone')] = [t]
                 built.append((t, {f"{a} {point_text(late, fixed)}": areas(a, late),
                                   f"{a} uncooled": areas(a, 'trunk')}))
+        F = L.get('fit_plus')
+        for a, t in (F or {}).get('vs_control', {}).items():     # secondary: a family of its own
+            families.setdefault(('fit_plus', t.get('family'), 'secondary'), []).append(t)
+            built.append((t, {a: F['area'].get(a, {}), c: F['area'].get(c, {})}))
         for m in L.get('mismatch', {}).values():      # a shift in eval sds, not area: no margin (delta 0)
             if m.get('growth'):
                 adjust([m['growth']], 0.0)

@@ -1,13 +1,14 @@
 """
-The second scale beside the first: the table in results/study_scale/README.md, written from the
-committed results of study_scaling (2 layers of width 64) and study_scale (4 layers of width 128),
-so that no figure in it can drift from its results. At each study's late point (fit + 4000, cooled),
-for the arms both share: each arm's area plain and under yarn, then each site's paired difference
-from none, plain and under yarn, with its 95% interval, Holm p (within its own study's family) and
-label, and whether the small model's label held at the larger scale.
+The second scale beside the first: the tables in results/study_scale/README.md and
+results/study_scale2/README.md, written from the committed results of study_scaling (2 layers of width
+64), study_scale (4 layers of width 128, read at fit + 4000) and study_scale2 (4 layers of width 128 in
+its own regime, read at equal total steps, and near each run's fit + 4000 for comparison), so that no
+figure in them can drift from its results. For the arms the studies share: each arm's area plain and
+under yarn, then each site's paired difference from none, plain and under yarn, with its 95% interval,
+Holm p (within its own study's family) and label, and whether the small model's label held.
 
-    python -m study.scales            # write the table into results/study_scale/README.md
-    python -m study.scales --check    # exit 1 if that table is not what the results give
+    python -m study.scales            # write the tables into both READMEs
+    python -m study.scales --check    # exit 1 if a table is not what the results give
 """
 
 if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
@@ -20,25 +21,44 @@ import sys  # noqa: E402
 from core import rundir  # noqa: E402
 from study import files  # noqa: E402
 
-from study.stats import DELTA, decision, fmt_p, verdict, within  # noqa: E402
+from study.stats import DELTA, decision, fixed_steps, fmt_p, verdict, within  # noqa: E402
 from study.verdicts import ROOT, load, with_table  # noqa: E402
 
-# the two studies, small first (its verdicts are the ones tested), each with its model
-SCALES = [('study_scaling', '2 layers x 64'), ('study_scale', '4 layers x 128')]
+# the views, small first (its verdicts are the ones tested): (study, model, which point, the point as the
+# tables name it until the study has results); 'late': the study's late point, 'fit_plus': its runs read near
+# their own fit + k (a study at fixed steps, for comparison with a fit-relative one)
+VIEWS = [('study_scaling', '2 layers x 64', 'late', 'fit + 4000'),
+         ('study_scale', '4 layers x 128', 'late', 'fit + 4000'),
+         ('study_scale2', '4 layers x 128, rope_theta 1e3', 'late', 'at 16000'),
+         ('study_scale2', '4 layers x 128, rope_theta 1e3', 'fit_plus', 'near fit + 4000')]
 SITES = ['pre_linear', 'vpad']
 VARIANT = 'yarn'
-README = os.path.join(ROOT, 'results', 'study_scale', 'README.md')
+READMES = [os.path.join(ROOT, 'results', name, 'README.md') for name in ('study_scale', 'study_scale2')]
 BEGIN, END = '<!-- scales: written by `python -m study.scales` -->', '<!-- /scales -->'
 
 
+def point_of(res, kind, default):
+    """Where a view reads its study, as the tables name it: 'fit + 4000', 'at 16000', 'near fit + 4000'."""
+    L = (res or {}).get('long')
+    if not L:
+        return default
+    if kind == 'fit_plus':
+        F = L.get('fit_plus') or {}
+        return f"near fit + {F['offset']}" if F else default
+    return f"at {L['late']}" if fixed_steps(res) else f"fit + {L['late']}"
+
+
 def late_arm(res, arm):
-    """The arm's summary at the study's late point (its cooled snapshot at fit + late), or None."""
+    """The arm's summary at the study's late point (its cooled snapshot there), or None."""
     late = res.get('long', {}).get('late')
     return next((a for a in res['arms'].values() if (a.get('arm'), a.get('point')) == (arm, late)), None)
 
 
-def area(res, arm, variant=None):
-    """(mean area, seeds) of an arm at the late point, plain or under a variant; (None, 0) before it has runs."""
+def area(res, arm, kind='late', variant=None):
+    """(mean area, seeds) of an arm in a view, plain or under a variant; (None, 0) where it has none."""
+    if kind == 'fit_plus':
+        per_seed = {} if variant else (res.get('long', {}).get('fit_plus') or {}).get('area', {}).get(arm, {})
+        return (sum(per_seed.values()) / len(per_seed), len(per_seed)) if per_seed else (None, 0)
     a = late_arm(res, arm)
     a = a and (a.get('variants', {}).get(variant) if variant else a)
     if not a or a['area']['mean'] is None:
@@ -46,14 +66,17 @@ def area(res, arm, variant=None):
     return a['area']['mean'], len(a['area']['per_seed'])
 
 
-def test(res, site, variant=None):
-    """(the paired test of site against the control at the late point, plain or both under a variant, or None;
-    the size of the Holm family it was corrected over; whether the study fixed it in advance): a comparison
-    the study fixed (site@v - control@v), else the arm's own test against the control (under the variant:
-    secondary)."""
+def test(res, site, kind='late', variant=None):
+    """(the paired test of site against the control in a view, plain or both under a variant, or None; the
+    size of the Holm family it was corrected over; whether the study fixed it in advance): a comparison the
+    study fixed (site@v - control@v), else the arm's own test against the control (under the variant:
+    secondary); near the fit, its test there (plain only)."""
     c, late, a = res['rule']['control'], res.get('long', {}).get('late'), late_arm(res, site) or {}
     families, comparisons = res['rule'].get('families') or {}, res['rule'].get('comparisons') or {}
     family = lambda name: len(families.get(name) or [site])   # noqa: E731
+    if kind == 'fit_plus':
+        t = None if variant else (res.get('long', {}).get('fit_plus') or {}).get('vs_control', {}).get(site)
+        return t, family(t and t.get('family')), True
     if not variant:
         t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
         return t, family(next((f for f, arms in families.items() if site in arms), None)), True
@@ -94,9 +117,15 @@ def pending_seeds(res):
     return len({s for a in res['arms'].values() for s in a.get('pending_seeds', [])}) if res else None
 
 
-def area_cell(res, arm, variant):
-    mean, seeds = area(res, arm, variant) if res else (None, 0)
-    return 'not yet' if mean is None else f"{mean:.3f} ({seeds})"
+def area_cell(res, arm, kind, variant):
+    if kind == 'fit_plus' and variant:
+        return '-'                      # near the fit, read plain only
+    if not res:
+        return 'not yet'
+    if arm not in {a.get('arm') for a in res['arms'].values()}:
+        return '-'                      # not an arm of the study
+    mean, seeds = area(res, arm, kind, variant)
+    return 'no run' if mean is None else f"{mean:.3f} ({seeds})"
 
 
 def test_cell(t, holm_over, fixed, delta):
@@ -105,35 +134,41 @@ def test_cell(t, holm_over, fixed, delta):
             f"{verdict(t, delta)}" + ('' if fixed else ' (secondary)'))
 
 
-def table(studies):
-    """studies: [(name, model, results or None)], small first. -> the markdown of both tables."""
-    (small_name, _, small), large = studies[0], studies[-1][2]
-    c, late = small['rule']['control'], small['long']['late']
-    out = [f"Area (mean accuracy over 1x..64x) at fit + {late}, cooled, mean over seeds (seeds in brackets):", '',
-           '| arm | ' + ' | '.join(f"{model}, {v}" for _, model, _ in studies for v in ('plain', VARIANT)) + ' |',
-           '| --- |' + ' --- |' * 2 * len(studies)]
-    for arm in [c] + SITES:
-        out.append(f"| {arm} | " + ' | '.join(area_cell(res, arm, v) for _, _, res in studies for v in (None, VARIANT))
-                   + ' |')
+def table(views):
+    """views: [(model, kind, the point as named before results, results or None)], small first. -> the markdown
+    of both tables."""
+    c = views[0][3]['rule']['control']
+    named = [(model, point_of(res, kind, default), kind, res) for model, kind, default, res in views]
+    out = ["Area (mean accuracy over 1x..64x), cooled, mean over seeds (seeds in brackets; '-': not an arm of "
+           "that study, or not read there):", '',
+           '| model | read at | ' + ' | '.join(f"{arm}, {v or 'plain'}" for arm in [c] + SITES for v in (None, VARIANT))
+           + ' |', '| --- | --- |' + ' --- |' * 2 * (1 + len(SITES))]
+    for model, point, kind, res in named:
+        out.append(f"| {model} | {point} | " + ' | '.join(area_cell(res, arm, kind, v) for arm in [c] + SITES
+                                                        for v in (None, VARIANT)) + ' |')
     out += ['', "Each site's paired difference from the control [95% CI], its Holm p (over that many tests of its own "
                 "study's family) and label (secondary: a test the study did not fix in advance); the last column "
-                "holds the two readings against each other, a resolved difference whose 90% interval lies inside "
-                "+-0.05 read as within it:", '',
-            '| comparison | ' + ' | '.join(model for _, model, _ in studies) + " | the small model's reading held? |",
-            '| --- |' + ' --- |' * len(studies) + ' --- |']
+                "holds each larger model's reading against the small model's, a resolved difference whose 90% "
+                "interval lies inside +-0.05 read as within it:", '',
+            "| comparison | model | read at | difference | the small model's reading held? |",
+            '| --- | --- | --- | --- | --- |']
     for v in (None, VARIANT):
         for site in SITES:
-            cells, readings = [], []
-            for _, _, res in studies:
-                t, holm_over, fixed = test(res, site, v) if res else (None, 0, False)
-                delta = res['rule'].get('delta', DELTA) if res else DELTA
-                readings.append(t and reading(t, delta))
-                cells.append(test_cell(t, holm_over, fixed, delta) if t else 'not yet')
             what = f"{site}@{v} - {c}@{v}" if v else f"{site} - {c}, plain"
-            pending = pending_seeds(large)
-            out.append(f"| {what} | " + ' | '.join(cells) + ' | '
-                       + ('pending: no results yet' if pending is None else held(readings[0], readings[-1], pending))
-                       + ' |')
+            small = None
+            for i, (model, point, kind, res) in enumerate(named):
+                t, holm_over, fixed = test(res, site, kind, v) if res else (None, 0, False)
+                delta = res['rule'].get('delta', DELTA) if res else DELTA
+                if (kind == 'fit_plus' and v) or res and site not in {a.get('arm') for a in res['arms'].values()}:
+                    continue                     # near the fit, read plain only; not an arm of this study
+                cell = test_cell(t, holm_over, fixed, delta) if t else 'not yet' if not res else 'no test'
+                if i == 0:
+                    small, still = t and reading(t, delta), 'the reading tested'
+                else:
+                    pending = pending_seeds(res)
+                    still = ('pending: no results yet' if pending is None else
+                             held(small, t and reading(t, delta), pending))
+                out.append(f"| {what} | {model} | {point} | {cell} | {still} |")
     return '\n'.join(out)
 
 
@@ -144,23 +179,25 @@ def main(argv):
     if set(argv) - {'--check'}:
         raise SystemExit(f"unknown argument(s) {' '.join(a for a in argv if a != '--check')}: "
                          "python -m study.scales [--check]")
-    studies = [(name, model, load(name)) for name, model in SCALES]
-    small = studies[0][0]
-    if not studies[0][2]:
+    results = {name: load(name) for name, *_ in VIEWS}
+    small = VIEWS[0][0]
+    if not results[small]:
         raise SystemExit(f"results/{small}/{files.RESULTS} is missing: restore it (git checkout -- "
                          f"results/{small}) or rerun python ablate.py config/{small}.py")
-    with open(README) as f:
-        readme = f.read()
-    new = with_table(readme, table(studies), BEGIN, END)
-    if '--check' in argv:
-        if new != readme:
-            raise SystemExit(f"{os.path.relpath(README, ROOT)}'s table differs from what the results give: "
-                             "run python -m study.scales")
-        print(f"{os.path.relpath(README, ROOT)}'s table matches the results")
-        return
-    with rundir.writing(README, 'the scales table', 'rerun python -m study.scales (the README is as it was)'):
-        rundir.write_atomic(README, new.encode())
-    print(f"wrote the table into {os.path.relpath(README, ROOT)}")
+    tbl = table([(model, kind, default, results[name]) for name, model, kind, default in VIEWS])
+    for readme in READMES:
+        with open(readme) as f:
+            text = f.read()
+        new = with_table(text, tbl, BEGIN, END)
+        where = os.path.relpath(readme, ROOT)
+        if '--check' in argv:
+            if new != text:
+                raise SystemExit(f"{where}'s table differs from what the results give: run python -m study.scales")
+            print(f"{where}'s table matches the results")
+            continue
+        with rundir.writing(readme, 'the scales table', 'rerun python -m study.scales (the README is as it was)'):
+            rundir.write_atomic(readme, new.encode())
+        print(f"wrote the table into {where}")
 
 
 if __name__ == '__main__':

@@ -244,6 +244,14 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
     for k in ('early_snapshot', 'late_snapshot'):
         if cfg[k] and cfg[k] not in snapshots:
             fail(f"{k}={cfg[k]} is not a snapshot of arm '{arm}' ({key}={run_cfg[key]!r})")
+    if (cfg['fit_plus_reading'] or cfg['fit_plus_window']) and not fixed:
+        fail(f"fit_plus_reading={cfg['fit_plus_reading']}, fit_plus_window={cfg['fit_plus_window']}: these read a "
+             f"study at fixed steps (snapshots_at_iter) near each run's fit + k; arm '{arm}' has none "
+             f"(a study with snapshots_after_fit reads fit + k itself): remove them")
+    if cfg['fit_plus_reading'] < 0 or cfg['fit_plus_window'] < 0 or (
+            cfg['fit_plus_reading'] > 0) != (cfg['fit_plus_window'] > 0):
+        fail(f"fit_plus_reading={cfg['fit_plus_reading']}, fit_plus_window={cfg['fit_plus_window']}: give both as "
+             f"steps > 0 (e.g. 4000 and 1500: the snapshot within 1500 steps of fit + 4000), or neither")
     if snapshots:
         early, late = early_late(snapshots, cfg['early_snapshot'], cfg['late_snapshot'])
         stop = 'max_iters' if fixed else 'steps_after_fit'

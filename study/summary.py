@@ -60,7 +60,10 @@ def summary_dir(cfg, argv):
 # of the config that fixed it
 RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'extrap_multiple', 'extrap_threshold',
              'extrap_task', 'range_threshold', 'deteriorate_multiple', 'deteriorate_drop', 'deteriorate_evals',
-             'early_snapshot', 'late_snapshot', 'multiples', 'eval_samples', 'eval_variants')
+             'early_snapshot', 'late_snapshot', 'multiples', 'eval_samples', 'eval_variants', 'fit_plus_reading',
+             'fit_plus_window')
+# rule keys added after studies were summarized, with the value that means what those studies did
+RULE_ADDED = {'fit_plus_reading': 0, 'fit_plus_window': 0}
 
 
 def rule_of(cfg):
@@ -81,6 +84,8 @@ def rule_change(cfg, argv, out):
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None                          # no summary of this grid's to hold it to (summary_dir set a bad one aside)
     now = rule_of(cfg)
+    if isinstance(fixed, dict):          # a key added since the summary: as it then was
+        fixed = {**{k: v for k, v in RULE_ADDED.items() if k not in fixed}, **fixed}
     changed = [k for k in now if isinstance(fixed, dict) and fixed.get(k) != now[k]]
     if not changed:
         return old.get('rule_change') if cfg['rule_changed'] else None

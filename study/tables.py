@@ -10,6 +10,7 @@ if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configur
     import configurator
     configurator.startup()
 
+from collections import Counter  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -269,6 +270,8 @@ def long_training_tables(results):
               f"high-learning-rate effect? Compare the rows '<arm> {late}' and '<arm> ... uncooled' above.", '',
               '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
     lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
+    if L.get('fit_plus'):
+        lines += fit_plus_table(L['fit_plus'], c, delta)
     if L['mismatch']:
         lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
                   f"layers, floor subtracted; none for no dropout): its mean {at_e} and {late}, and its growth "
@@ -285,6 +288,26 @@ def long_training_tables(results):
                   f"different means left out): " + '; '.join(f"{a} {correlation_text(c)} ({c['runs']} runs)"
                                                            for a, c in r['by_arm'].items()) + '.']
     return lines + ['']
+
+
+def fit_plus_table(F, c, delta):
+    """Secondary, a study at fixed steps read as a fit-relative one: each run at its cooled point near its
+    own fit + k (outcomes.fit_plus), each arm against the control over the seeds where both have one."""
+    k, w = F['offset'], F['window']
+    lines = ['', f"Secondary, for comparison with a study read at fit + {k}: each run at its cooled point within "
+             f"+-{w} steps of its own fit + {k}, where it has one (its trunk's fit; a run fit late may have none, "
+             f"one never fit has none; every run read there is fit by then, so the fit runs only are the same "
+             f"runs), each arm against {c} paired by seed over the seeds where both have one (Holm within each "
+             f"family).", '',
+             f"| arm | runs read (at which point) | area (mean) | against {c} (mean [95% CI]) | seeds | p (Holm) | "
+             f"verdict |", '| --- |' + ' --- |' * 6]
+    for arm, points in F['points'].items():
+        at = ', '.join(f"{n} at {p}" for p, n in sorted(Counter(points.values()).items()))
+        areas = list(F['area'][arm].values())
+        t = F['vs_control'].get(arm)
+        cells = diff_cells(t, delta) if t else ['control' if arm == c else '-'] + ['-'] * 3
+        lines.append(f"| {arm} | {len(points)} ({at}) | {sum(areas) / len(areas):.3f} | " + ' | '.join(cells) + ' |')
+    return lines
 
 
 def joined_text(results):

@@ -390,6 +390,17 @@ def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_pa
     assert all(a['area']['never_fit_as_0']['per_seed'] == {'1': 0.0} for a in res['arms'].values())
 
 
+def test_a_summary_from_before_a_rule_key_was_added_is_held_to_that_keys_old_meaning(tmp_path):
+    """A results.json whose fixed rule lacks a key added since (its value then: RULE_ADDED's) is the same rule
+    when the config keeps that value, and a changed rule when it does not."""
+    cfg = configure(abl.study_settings(), [])
+    fixed = {k: v for k, v in summary.rule_of(cfg).items() if k not in summary.RULE_ADDED}
+    (tmp_path / 'results.json').write_text(json.dumps({'command': 'python ablate.py s.py', 'rule': {'fixed': fixed}}))
+    assert summary.rule_change(cfg, ['s.py'], str(tmp_path)) is None
+    with pytest.raises(SystemExit, match='fit_plus_reading=0 there, 4000 now'):
+        summary.rule_change(cfg | {'fit_plus_reading': 4000}, ['s.py'], str(tmp_path))
+
+
 def fixed_study(tmp_path, **extra):
     """A study of trunks at fixed steps (snapshots_at_iter='2,4', max_iters=4, cooldowns of 2): one arm, one seed."""
     return study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', control='',
@@ -425,6 +436,12 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
                                               'wd': {'snapshots_after_fit': '2,4', 'steps_after_fit': 4}},
                   common={**TINY, 'data_dir': str(tmp_path / 'data'), 'cooldown_iters': 2})
     assert 'one kind of point' in refused(mixed, '--dry_run')
+    # the reading near each run's fit + k: at fixed steps only, both given as steps, or neither
+    assert 'fit_plus_window=1: these read a study at fixed steps' in refused(
+        study(tmp_path, 'rel.py', fit_plus_reading=2, fit_plus_window=1), '--dry_run')
+    for extra in ({'fit_plus_reading': 2}, {'fit_plus_reading': -2, 'fit_plus_window': 1}):
+        assert 'give both as steps > 0' in refused(fixed_study(tmp_path, **extra), '--dry_run')
+    ablate_here(fixed_study(tmp_path, fit_plus_reading=2, fit_plus_window=1), '--dry_run')
 
 
 @pytest.mark.slow   # ~30 s: a trunk and two branches trained and evaluated; the default run covers the parts above
@@ -936,6 +953,19 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     assert (tmp_path / 'accuracy_by_variant.png').exists() or 'matplotlib is not installed' in capsys.readouterr().out
 
 
+def fixed_steps_run(tmp_path, arm, seed, point, area, fit):
+    """A finished run of a trunk at fixed steps 6000, 11000, 16000 that fit at `fit` (None: never): the trunk
+    ('trunk', to 16000) or its branch cooled from `point`, with its area plain (the mean of 1x and 16x) and 0.2
+    higher under yarn."""
+    end = 16000 if point == 'trunk' else point + 1000
+    log = [{'iter': i, 'length_eval': {'niah_single': {'1x': 0.5}},
+            'fit_iter': fit if fit is not None and fit <= i else None} for i in range(end - 1000, end + 1, 500)]
+    r = fake_run(tmp_path, f"{arm}/{point}", seed, 1.0, 2 * area - 1.0, log)
+    yarn = {'block_size': 128, 'length_eval': {'niah_single': {'1x': 1.0, '16x': 2 * (area + 0.2) - 1.0}}}
+    return dataclasses.replace(r, arm=arm, point=point, cfg={'max_iters': 16000}, fixed_steps=True,
+                               evals={'yarn': yarn} if point != 'trunk' else {})
+
+
 def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_is_marked(tmp_path):
     """Planted areas on 7 seeds of trunks at fixed steps 6000, 11000 and 16000: none 0.6, vpad 0.05 above
     and rising 0.05 a point; none's seed 5 never fits (area 1.0 everywhere), vpad's seed 6 fits at 7000, in the
@@ -946,14 +976,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     fits = {('none', 5): None, ('vpad', 6): 7000}
 
     def run(arm, seed, point, area):
-        fit = fits.get((arm, seed), 3000)
-        end = 16000 if point == 'trunk' else point + 1000
-        log = [{'iter': i, 'length_eval': {'niah_single': {'1x': 0.5}},
-                'fit_iter': fit if fit is not None and fit <= i else None} for i in range(end - 1000, end + 1, 500)]
-        r = fake_run(tmp_path, f"{arm}/{point}", seed, 1.0, 2 * area - 1.0, log)     # area: the mean of 1x and 16x
-        yarn = {'block_size': 128, 'length_eval': {'niah_single': {'1x': 1.0, '16x': 2 * (area + 0.2) - 1.0}}}
-        return dataclasses.replace(r, arm=arm, point=point, cfg={'max_iters': 16000}, fixed_steps=True,
-                                   evals={'yarn': yarn} if point != 'trunk' else {})
+        return fixed_steps_run(tmp_path, arm, seed, point, area, fits.get((arm, seed), 3000))
 
     def area(arm, seed, point):
         if (arm, seed) == ('none', 5):
@@ -1005,6 +1028,41 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
         rows[0].endswith('not resolved: [-0.044, +0.232]; fit runs only: higher |')
     assert rows[1].startswith('| y | [s](s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
     plots.plot(res, {}, str(tmp_path))
+
+
+def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_path):
+    """fit_plus_reading=4000, fit_plus_window=1500 on planted runs at 6000, 11000, 16000 (areas 0.5 + 0.01 x the
+    point's index + seed/100 for none, 0.1 higher for vpad): a run fit at 3000 is read at 6000 (fit + 4000 = 7000),
+    at 6500 at 11000 (10500), at 9000 at 11000 (13000 lies 2000 from 11000 and 3000 from 16000: within
+    +-2500 would take 11000, the nearer); fit at 4750 it has none (8750 lies 2250 from 11000, 2750 from 6000:
+    within +-2500, 11000); never fit, none.
+    The test pairs the seeds where both arms have a point, whichever points they are."""
+    fits = {'none': [3000, 3000, 6500, 3000, 4750, None], 'vpad': [3000, 6500, 6500, 9000, 3000, 3000]}
+    index = {6000: 0, 11000: 1, 16000: 2}
+
+    def area(arm, seed, point):
+        return 0.5 + 0.01 * index[16000 if point == 'trunk' else point] + seed / 100 + (0.1 if arm == 'vpad' else 0)
+    runs = [fixed_steps_run(tmp_path, arm, s, p, area(arm, s, p), fits[arm][s - 1]) for s in range(1, 7)
+            for arm in fits for p in (6000, 11000, 16000, 'trunk')]
+    outcomes.find_fit(runs)
+    cfg = configure(abl.study_settings(), []) | {
+        'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 6000,
+        'late_snapshot': 16000, 'families': {'sites': ['vpad']}, 'fit_plus_reading': 4000, 'fit_plus_window': 1500}
+    F = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))['long']['fit_plus']
+    assert F['points'] == {'none': {'1': 6000, '2': 6000, '3': 11000, '4': 6000},
+                           'vpad': {'1': 6000, '2': 11000, '3': 11000, '5': 6000, '6': 6000}}
+    assert F['area']['vpad']['2'] == pytest.approx(area('vpad', 2, 11000))
+    t = F['vs_control']['vpad']
+    assert t['seeds'] == [1, 2, 3] and t['family'] == 'sites'          # seed 4: none only; 5, 6: vpad only
+    assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1) / 3) and t['p_holm'] == t['p'] and 'label' in t
+    md = tables.format_markdown(outcomes.summarize(runs, cfg, ['study.py']))
+    assert 'each run at its cooled point within +-1500 steps of its own fit + 4000' in md
+    assert '| none | 4 (3 at 6000, 1 at 11000) |' in md and '| vpad | 5 (3 at 6000, 2 at 11000) |' in md
+    wide = configure(abl.study_settings(), []) | cfg | {'fit_plus_window': 2500}
+    F = outcomes.summarize(runs, wide, ['study.py'])['long']['fit_plus']
+    assert F['points']['vpad']['4'] == 11000 and F['points']['none']['5'] == 11000   # 8750: 2250 from 11000
+    assert outcomes.summarize(runs, cfg | {'fit_plus_reading': 0, 'fit_plus_window': 0},
+                              ['study.py'])['long'].get('fit_plus') is None
 
 
 def test_the_mismatch_correlation_is_also_given_within_each_arm():

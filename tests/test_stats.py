@@ -331,6 +331,8 @@ def scale_results(plain, yarn, seeds=10, pending=(), fixed=True):
                           'variants': {'yarn': {'area': area(yarn[a])}}} for a in plain for k in (1000, 4000)}
     comparisons = []
     for a, (dp, pp, dy, py) in {'pre_linear': (0.10, 0.002, 0.0, 0.9), 'vpad': (0.13, 0.002, 0.06, 0.002)}.items():
+        if a not in plain:
+            continue
         arms[f"{a} +4000"]['vs_control'] = {'area': {'left_out': t(dp, pp)}}
         if fixed:
             comparisons += [{'point': k, 'family': 'yarn', 'a': f"{a}@yarn", 'b': 'none@yarn',
@@ -349,21 +351,49 @@ def test_the_scales_table_reads_each_study_at_its_late_point_and_says_which_verd
     large = scale_results({'none': 0.80, 'pre_linear': 0.80, 'vpad': 0.93}, yarn)
     large['arms']['pre_linear +4000']['vs_control']['area']['left_out'].update(difference=0.0, ci95=[-0.02, 0.02],
                                                                               p=0.9, p_holm=0.9)
-    tbl = scales.table([('s', 'small', small), ('l', 'large', large)]).split('\n')
-    assert '| none | 0.400 (12) | 0.990 (12) | 0.800 (10) | 0.990 (10) |' in tbl     # +4000, not +1000
-    rows = {r.split(' | ')[0][2:]: r for r in tbl if r.startswith('| ') and ' - ' in r.split(' | ')[0]}
-    assert rows['pre_linear - none, plain'].endswith(
-        '+0.100 [+0.080, +0.120], Holm 0.002 over 2, 12 seeds: higher | +0.000 [-0.020, +0.020], Holm 0.900 over 2, '
-        '10 seeds: equivalent within +-0.05 | did not hold: higher -> within +-0.05 |')
-    assert rows['vpad - none, plain'].endswith('| held: higher |')
+    views = lambda res: [('small', 'late', 'x', small), ('large', 'late', 'x', res)]   # noqa: E731
+    tbl = scales.table(views(large)).split('\n')
+    assert '| large | fit + 4000 | 0.800 (10) | 0.990 (10) | 0.800 (10) | 1.000 (10) | 0.930 (10) | 1.000 (10) |' in tbl
+    rows = {tuple(r.split(' | ')[:2]): r for r in tbl if r.startswith('| ') and ' - ' in r.split(' | ')[0]}
+    assert rows['| pre_linear - none, plain', 'small'].endswith(
+        '+0.100 [+0.080, +0.120], Holm 0.002 over 2, 12 seeds: higher | the reading tested |')
+    assert rows['| pre_linear - none, plain', 'large'].endswith(
+        '| +0.000 [-0.020, +0.020], Holm 0.900 over 2, 10 seeds: equivalent within +-0.05 | '
+        'did not hold: higher -> within +-0.05 |')
+    assert rows['| vpad - none, plain', 'large'].endswith('| held: higher |')
     # the small study did not fix yarn's test: its arm's own, marked secondary; the large one's fixed comparison
     # at +4000 (not the one at +1000, 1 lower)
-    assert 'higher (secondary) | +0.060 [+0.040, +0.080], Holm 0.002 over 2, 10 seeds: higher | held: higher |' in rows[
-        'vpad@yarn - none@yarn']
-    assert rows['pre_linear@yarn - none@yarn'].endswith('| held: within +-0.05 |')
-    pending = scales.table([('s', 'small', small), ('l', 'large', scale_results(plain, yarn, pending=[29, 30]))])
+    assert rows['| vpad@yarn - none@yarn', 'small'].endswith('higher (secondary) | the reading tested |')
+    assert rows['| vpad@yarn - none@yarn', 'large'].endswith(
+        '+0.060 [+0.040, +0.080], Holm 0.002 over 2, 10 seeds: higher | held: higher |')
+    assert rows['| pre_linear@yarn - none@yarn', 'large'].endswith('| held: within +-0.05 |')
+    pending = scales.table(views(scale_results(plain, yarn, pending=[29, 30])))
     assert pending.count('pending: 2 seed(s) still to run') == 4
-    assert scales.table([('s', 'small', small), ('l', 'large', None)]).count('not yet') == 6 + 4
+    assert scales.table(views(None)).count('not yet') == 6 + 4
+
+
+def test_the_scales_table_reads_a_study_at_fixed_steps_at_its_late_step_and_near_each_runs_fit():
+    """A study at fixed steps with arms none and vpad: read at its late step, and near each run's fit + k
+    (plain only); pre_linear, not one of its arms, has no row there."""
+    from study import scales
+    plain, yarn = {'none': 0.40, 'pre_linear': 0.50, 'vpad': 0.53}, {'none': 0.99, 'pre_linear': 1.0, 'vpad': 1.0}
+    small = scale_results(plain, yarn, seeds=12, fixed=False)
+    fixed = scale_results({'none': 0.55, 'vpad': 0.70}, yarn)
+    fixed['long'] = {'early': 1000, 'late': 4000, 'fixed_steps': True, 'fit_plus': {
+        'offset': 4000, 'window': 1500, 'area': {'none': {'1': 0.5, '2': 0.7}, 'vpad': {'1': 0.6, '3': 0.9}},
+        'vs_control': {'vpad': {'difference': -0.3, 'ci95': None, 'sd': None, 'p': 1.0, 'p_holm': 1.0,
+                                'seeds': [1], 'family': 'sites'}}}}
+    tbl = scales.table([('small', 'late', 'x', small), ('big', 'late', 'at 9', fixed),
+                        ('big', 'fit_plus', 'near fit + 9', fixed)])
+    lines = tbl.split('\n')
+    assert '| big | at 4000 | 0.550 (10) | 0.990 (10) | - | - | 0.700 (10) | 1.000 (10) |' in lines
+    assert '| big | near fit + 4000 | 0.600 (2) | - | - | - | 0.750 (2) | - |' in lines
+    assert '| vpad - none, plain | big | near fit + 4000 | -0.300, Holm 1.000 over 2, 1 seeds: not resolved: one ' \
+           'seed | not confirmed: higher -> not resolved |' in lines
+    assert not any(r.startswith('| pre_linear') and '| big |' in r for r in lines)
+    assert not any(r.startswith('| vpad@yarn') and 'near fit' in r for r in lines)
+    before = scales.table([('small', 'late', 'x', small), ('big', 'fit_plus', 'near fit + 9', None)])
+    assert '| big | near fit + 9 | not yet | - | not yet | - | not yet | - |' in before.split('\n')
 
 
 def test_the_scales_table_reads_a_negligible_resolved_difference_as_within_the_margin():
