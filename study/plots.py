@@ -93,8 +93,11 @@ def plot(results, curves, out):
     base = {n: a.get('arm', n) for n, a in arms.items()}      # (a study summarized before snapshots: the name)
     colour = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(base.values()))}   # one colour per arm
     tasks = list(dict.fromkeys(t for a in arms.values() for t in a['tasks']))
-    # a study of snapshots: one panel per task and cooled point (its early and late snapshot), else per task
-    panels = ({f"{t}, cooled {at_point(p, fixed)}": (t, p) for t in tasks for p in (long['early'], long['late'])}
+    # a study of snapshots: one panel per task and cooled point (its early and late snapshot; at fixed steps,
+    # every one: the arms are compared at each), else per task
+    points = (sorted({a['point'] for a in arms.values() if isinstance(a.get('point'), int)}) if fixed else
+              (long['early'], long['late']) if long else ())
+    panels = ({f"{t}, cooled {at_point(p, fixed)}": (t, p) for t in tasks for p in points}
               if long else {t: (t, None) for t in tasks})
 
     def by_length(ax, panel):

@@ -966,7 +966,7 @@ def fixed_steps_run(tmp_path, arm, seed, point, area, fit):
                                evals={'yarn': yarn} if point != 'trunk' else {})
 
 
-def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_is_marked(tmp_path):
+def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_is_marked(tmp_path, monkeypatch):
     """Planted areas on 7 seeds of trunks at fixed steps 6000, 11000 and 16000: none 0.6, vpad 0.05 above
     and rising 0.05 a point; none's seed 5 never fits (area 1.0 everywhere), vpad's seed 6 fits at 7000, in the
     decay of its branch at 6000 (area 0.55 there): it is not fit by then at 6000, fit at 11000 and 16000.
@@ -1027,7 +1027,11 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     assert rows[0].startswith('| c | [s](s/README.md) | vpad vs none at 16000: ') and \
         rows[0].endswith('not resolved: [-0.044, +0.232]; fit runs only: higher |')
     assert rows[1].startswith('| y | [s](s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
+    drawn = {}
+    monkeypatch.setattr(E, 'plot_panels', lambda panels, draw, path, *a, **k: drawn.update({os.path.basename(path):
+                                                                                          panels}))
     plots.plot(res, {}, str(tmp_path))
+    assert drawn['accuracy_vs_length.png'] == [f"niah_single, cooled at {p}" for p in (6000, 11000, 16000)]
 
 
 def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_path):
