@@ -93,7 +93,7 @@ def rule_change(cfg, argv, out):
         raise SystemExit(f"{path} was summarized under another rule: " + ', '.join(
             f"{k}={fixed.get(k)!r} there, {now[k]!r} now" for k in changed) + ". A pre-registered rule does not "
             "change after its results: restore it in the config, or declare why with rule_changed = '...' (the "
-            f"summary then states the change beside the old rule's labels)")
+            "summary then states the change beside the old rule's labels)")
     return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
 
 
