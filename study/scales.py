@@ -74,9 +74,10 @@ def test(res, site, kind='late', variant=None):
     c, late, a = res['rule']['control'], res.get('long', {}).get('late'), late_arm(res, site) or {}
     families, comparisons = res['rule'].get('families') or {}, res['rule'].get('comparisons') or {}
     family = lambda name: len(families.get(name) or [site])   # noqa: E731
-    if kind == 'fit_plus':
-        t = None if variant else (res.get('long', {}).get('fit_plus') or {}).get('vs_control', {}).get(site)
-        return t, family(t and t.get('family')), True
+    if kind == 'fit_plus':         # secondary, a family of its own: Holm over the tests made in it
+        tests = (res.get('long', {}).get('fit_plus') or {}).get('vs_control', {})
+        t = None if variant else tests.get(site)
+        return t, t and sum(x.get('family') == t.get('family') for x in tests.values()), False
     if not variant:
         t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
         return t, family(next((f for f, arms in families.items() if site in arms), None)), True
@@ -124,8 +125,15 @@ def area_cell(res, arm, kind, variant):
         return 'not yet'
     if arm not in {a.get('arm') for a in res['arms'].values()}:
         return '-'                      # not an arm of the study
+    if not computed(res, kind):
+        return 'not computed'
     mean, seeds = area(res, arm, kind, variant)
     return 'no run' if mean is None else f"{mean:.3f} ({seeds})"
+
+
+def computed(res, kind):
+    """Whether a study's results hold the view's reading (near the fit: summarized with fit_plus_reading)."""
+    return kind != 'fit_plus' or bool(res.get('long', {}).get('fit_plus'))
 
 
 def test_cell(t, holm_over, fixed, delta):
@@ -161,12 +169,14 @@ def table(views):
                 delta = res['rule'].get('delta', DELTA) if res else DELTA
                 if (kind == 'fit_plus' and v) or res and site not in {a.get('arm') for a in res['arms'].values()}:
                     continue                     # near the fit, read plain only; not an arm of this study
-                cell = test_cell(t, holm_over, fixed, delta) if t else 'not yet' if not res else 'no test'
+                cell = (test_cell(t, holm_over, fixed, delta) if t else 'not yet' if not res else
+                        'no test' if computed(res, kind) else 'not computed')
                 if i == 0:
                     small, still = t and reading(t, delta), 'the reading tested'
                 else:
                     pending = pending_seeds(res)
                     still = ('pending: no results yet' if pending is None else
+                             'not computed: the summary has no such reading' if not computed(res, kind) else
                              held(small, t and reading(t, delta), pending))
                 out.append(f"| {what} | {model} | {point} | {cell} | {still} |")
     return '\n'.join(out)

@@ -252,6 +252,9 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
             cfg['fit_plus_reading'] > 0) != (cfg['fit_plus_window'] > 0):
         fail(f"fit_plus_reading={cfg['fit_plus_reading']}, fit_plus_window={cfg['fit_plus_window']}: give both as "
              f"steps > 0 (e.g. 4000 and 1500: the snapshot within 1500 steps of fit + 4000), or neither")
+    if cfg['fit_plus_window'] >= cfg['fit_plus_reading'] > 0:     # a point read must lie past the run's fit
+        fail(f"fit_plus_window={cfg['fit_plus_window']} must be below fit_plus_reading={cfg['fit_plus_reading']}: "
+             f"a wider window could read a run before its fit")
     if snapshots:
         early, late = early_late(snapshots, cfg['early_snapshot'], cfg['late_snapshot'])
         stop = 'max_iters' if fixed else 'steps_after_fit'

@@ -271,7 +271,7 @@ def long_training_tables(results):
               '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
     lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
     if L.get('fit_plus'):
-        lines += fit_plus_table(L['fit_plus'], c, delta)
+        lines += fit_plus_table(L['fit_plus'], c, delta, list(L['change']))
     if L['mismatch']:
         lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
                   f"layers, floor subtracted; none for no dropout): its mean {at_e} and {late}, and its growth "
@@ -290,7 +290,7 @@ def long_training_tables(results):
     return lines + ['']
 
 
-def fit_plus_table(F, c, delta):
+def fit_plus_table(F, c, delta, arms):
     """Secondary, a study at fixed steps read as a fit-relative one: each run at its cooled point near its
     own fit + k (outcomes.fit_plus), each arm against the control over the seeds where both have one."""
     k, w = F['offset'], F['window']
@@ -301,12 +301,13 @@ def fit_plus_table(F, c, delta):
              f"family).", '',
              f"| arm | runs read (at which point) | area (mean) | against {c} (mean [95% CI]) | seeds | p (Holm) | "
              f"verdict |", '| --- |' + ' --- |' * 6]
-    for arm, points in F['points'].items():
+    for arm in arms:
+        points, areas = F['points'].get(arm, {}), list(F['area'].get(arm, {}).values())
         at = ', '.join(f"{n} at {p}" for p, n in sorted(Counter(points.values()).items()))
-        areas = list(F['area'][arm].values())
         t = F['vs_control'].get(arm)
         cells = diff_cells(t, delta) if t else ['control' if arm == c else '-'] + ['-'] * 3
-        lines.append(f"| {arm} | {len(points)} ({at}) | {sum(areas) / len(areas):.3f} | " + ' | '.join(cells) + ' |')
+        lines.append(f"| {arm} | {len(points)}{f' ({at})' if at else ''} | "
+                     + (f"{sum(areas) / len(areas):.3f}" if areas else '-') + ' | ' + ' | '.join(cells) + ' |')
     return lines
 
 

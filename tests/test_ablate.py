@@ -441,6 +441,8 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
         study(tmp_path, 'rel.py', fit_plus_reading=2, fit_plus_window=1), '--dry_run')
     for extra in ({'fit_plus_reading': 2}, {'fit_plus_reading': -2, 'fit_plus_window': 1}):
         assert 'give both as steps > 0' in refused(fixed_study(tmp_path, **extra), '--dry_run')
+    assert 'must be below fit_plus_reading=2' in refused(fixed_study(tmp_path, fit_plus_reading=2, fit_plus_window=2),
+                                                         '--dry_run')
     ablate_here(fixed_study(tmp_path, fit_plus_reading=2, fit_plus_window=1), '--dry_run')
 
 
@@ -1037,34 +1039,35 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
 def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_path):
     """fit_plus_reading=4000, fit_plus_window=1500 on planted runs at 6000, 11000, 16000 (areas 0.5 + 0.01 x the
     point's index + seed/100 for none, 0.1 higher for vpad): a run fit at 3000 is read at 6000 (fit + 4000 = 7000),
-    at 6500 at 11000 (10500), at 9000 at 11000 (13000 lies 2000 from 11000 and 3000 from 16000: within
-    +-2500 would take 11000, the nearer); fit at 4750 it has none (8750 lies 2250 from 11000, 2750 from 6000:
-    within +-2500, 11000); never fit, none.
+    at 6500 at 11000 (10500), at 5500 at 11000 (9500: the window's edge, inside); fit at 9000 it has none (13000
+    lies 2000 from 11000), nor at 4750 (8750: 2250 from 11000) or 4500 (8500: 2500 from both), nor never fit.
     The test pairs the seeds where both arms have a point, whichever points they are."""
-    fits = {'none': [3000, 3000, 6500, 3000, 4750, None], 'vpad': [3000, 6500, 6500, 9000, 3000, 3000]}
+    fits = {'none': [3000, 3000, 6500, 3000, 4750, None, 5500, 3000],
+            'vpad': [3000, 6500, 6500, 9000, 3000, 3000, 3000, 4500]}
     index = {6000: 0, 11000: 1, 16000: 2}
 
     def area(arm, seed, point):
         return 0.5 + 0.01 * index[16000 if point == 'trunk' else point] + seed / 100 + (0.1 if arm == 'vpad' else 0)
-    runs = [fixed_steps_run(tmp_path, arm, s, p, area(arm, s, p), fits[arm][s - 1]) for s in range(1, 7)
+    runs = [fixed_steps_run(tmp_path, arm, s, p, area(arm, s, p), fits[arm][s - 1]) for s in range(1, 9)
             for arm in fits for p in (6000, 11000, 16000, 'trunk')]
     outcomes.find_fit(runs)
     cfg = configure(abl.study_settings(), []) | {
         'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 6000,
         'late_snapshot': 16000, 'families': {'sites': ['vpad']}, 'fit_plus_reading': 4000, 'fit_plus_window': 1500}
     F = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))['long']['fit_plus']
-    assert F['points'] == {'none': {'1': 6000, '2': 6000, '3': 11000, '4': 6000},
-                           'vpad': {'1': 6000, '2': 11000, '3': 11000, '5': 6000, '6': 6000}}
+    assert F['points'] == {'none': {'1': 6000, '2': 6000, '3': 11000, '4': 6000, '7': 11000, '8': 6000},
+                           'vpad': {'1': 6000, '2': 11000, '3': 11000, '5': 6000, '6': 6000, '7': 6000}}
     assert F['area']['vpad']['2'] == pytest.approx(area('vpad', 2, 11000))
     t = F['vs_control']['vpad']
-    assert t['seeds'] == [1, 2, 3] and t['family'] == 'sites'          # seed 4: none only; 5, 6: vpad only
-    assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1) / 3) and t['p_holm'] == t['p'] and 'label' in t
+    assert t['seeds'] == [1, 2, 3, 7] and t['family'] == 'sites'     # 4, 8: none only; 5, 6: vpad only
+    assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1 + 0.09) / 4) and t['p_holm'] == t['p'] and 'label' in t
     md = tables.format_markdown(outcomes.summarize(runs, cfg, ['study.py']))
     assert 'each run at its cooled point within +-1500 steps of its own fit + 4000' in md
-    assert '| none | 4 (3 at 6000, 1 at 11000) |' in md and '| vpad | 5 (3 at 6000, 2 at 11000) |' in md
+    assert '| none | 6 (4 at 6000, 2 at 11000) |' in md and '| vpad | 6 (4 at 6000, 2 at 11000) |' in md
     wide = configure(abl.study_settings(), []) | cfg | {'fit_plus_window': 2500}
     F = outcomes.summarize(runs, wide, ['study.py'])['long']['fit_plus']
     assert F['points']['vpad']['4'] == 11000 and F['points']['none']['5'] == 11000   # 8750: 2250 from 11000
+    assert F['points']['vpad']['8'] == 6000                   # 8500: 2500 from both, within +-2500: the earlier
     assert outcomes.summarize(runs, cfg | {'fit_plus_reading': 0, 'fit_plus_window': 0},
                               ['study.py'])['long'].get('fit_plus') is None
 

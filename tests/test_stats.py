@@ -388,12 +388,17 @@ def test_the_scales_table_reads_a_study_at_fixed_steps_at_its_late_step_and_near
     lines = tbl.split('\n')
     assert '| big | at 4000 | 0.550 (10) | 0.990 (10) | - | - | 0.700 (10) | 1.000 (10) |' in lines
     assert '| big | near fit + 4000 | 0.600 (2) | - | - | - | 0.750 (2) | - |' in lines
-    assert '| vpad - none, plain | big | near fit + 4000 | -0.300, Holm 1.000 over 2, 1 seeds: not resolved: one ' \
-           'seed | not confirmed: higher -> not resolved |' in lines
+    assert '| vpad - none, plain | big | near fit + 4000 | -0.300, Holm 1.000 over 1, 1 seeds: not resolved: one ' \
+           'seed (secondary) | not confirmed: higher -> not resolved |' in lines
     assert not any(r.startswith('| pre_linear') and '| big |' in r for r in lines)
     assert not any(r.startswith('| vpad@yarn') and 'near fit' in r for r in lines)
     before = scales.table([('small', 'late', 'x', small), ('big', 'fit_plus', 'near fit + 9', None)])
     assert '| big | near fit + 9 | not yet | - | not yet | - | not yet | - |' in before.split('\n')
+    del fixed['long']['fit_plus']             # summarized without the reading: not computed, not "no test"
+    lines = scales.table([('small', 'late', 'x', small), ('big', 'fit_plus', 'near fit + 9', fixed)]).split('\n')
+    assert '| big | near fit + 9 | not computed | - | - | - | not computed | - |' in lines
+    assert '| vpad - none, plain | big | near fit + 9 | not computed | not computed: the summary has no such ' \
+           'reading |' in lines
 
 
 def test_the_scales_table_reads_a_negligible_resolved_difference_as_within_the_margin():
