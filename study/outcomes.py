@@ -234,8 +234,9 @@ def long_training(arms_out, cfg):
 
     def per_seed(arm, point, key='area'):
         a = at.get((arm, point), {})
-        if key == 'area':
-            return a.get('area', {}).get('per_seed', {})
+        if key in ('area', 'fit_runs_only'):     # every run's area (at fixed steps, fit or not), or the fit runs'
+            area = a.get('area', {})
+            return (area if key == 'area' else area.get(key, {})).get('per_seed', {})
         return {s: m[key] for s, m in a.get('mismatch_per_seed', {}).items() if m.get(key) is not None}
 
     def change(arm, key='area'):
@@ -254,11 +255,21 @@ def long_training(arms_out, cfg):
             out['mismatch'][arm] = {'token_shift': {str(p): mean_ci(list(v.values()))[0] if v else None
                                                     for p, v in shift.items()},
                                     'growth': area_test(shift[late], shift[early], delta)}
-    out['change_vs_control'] = {}
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
-    for family, arms in (families if cfg['control'] else {}).items():     # (no control: nothing to test against)
-        tests = {a: area_test(area_change[a], area_change[cfg['control']], delta) for a in family_arms(arms)}
-        out['change_vs_control'].update({a: dict(t, family=family) for a, t in tests.items() if t})
+
+    def versus(changes):
+        tests = {}
+        for family, arms in (families if cfg['control'] else {}).items():   # (no control: nothing to test against)
+            tests.update({a: dict(t, family=family) for a in family_arms(arms)
+                          for t in [area_test(changes[a], changes[cfg['control']], delta)] if t})
+        return tests
+    out['change_vs_control'] = versus(area_change)
+    if out.get('fixed_steps'):     # beside every test at fixed steps: the runs fit by the early point (so by the late)
+        fit_change = {arm: change(arm, 'fit_runs_only') for arm in cfg['arms']}
+        out['fit_runs_only'] = {'change': {arm: area_test(per_seed(arm, late, 'fit_runs_only'),
+                                                          per_seed(arm, early, 'fit_runs_only'), delta)
+                                           for arm in cfg['arms']},
+                                'change_vs_control': versus(fit_change)}
     if out.get('fixed_steps') and cfg['fit_plus_reading']:
         out['fit_plus'] = fit_plus(at, points, cfg)
     runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
@@ -482,7 +493,8 @@ def rederive(results):
             restore(t, change[a], change[c])
             if a in joined:      # with its family's tests at the late point; a never-fit run has no change to count
                 families.setdefault((late, joined[a], 'left_out'), []).append(t)
-                counted.setdefault((late, joined[a], analyses[1]), []).append(t)
+                if a not in (L.get('fit_runs_only') or {}).get('change_vs_control', {}):   # (fixed steps: its own)
+                    counted.setdefault((late, joined[a], analyses[1]), []).append(t)
             else:
                 families.setdefault(('change', t.get('family'), 'left_out'), []).append(t)
             built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p) for x in (a, c) for p in (late, e)}))
@@ -490,6 +502,16 @@ def rederive(results):
             if t:
                 families[('change', a, 'alone')] = [t]      # each a single test of its own: Holm over one is the raw p
                 built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p) for p in (late, e)}))
+        fit = L.get('fit_runs_only') or {}      # at fixed steps: the same over the runs fit by the early point
+        which = analyses[1]
+        for a, t in fit.get('change_vs_control', {}).items():
+            families.setdefault((late, joined[a], which) if a in joined else ('change', t.get('family'), which),
+                                []).append(t)
+            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p, which) for x in (a, c) for p in (late, e)}))
+        for a, t in fit.get('change', {}).items():
+            if t:
+                families[('change', a, 'alone, ' + which)] = [t]
+                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p, which) for p in (late, e)}))
         for a, t in L['cooldown'].items():
             if t:
                 families[('cooldown', a, 'alone')] = [t]

@@ -256,15 +256,11 @@ def long_training_tables(results):
              f"'<arm> {late}'). Claim 1, deterioration: per run, its area cooled {at_late} minus its area cooled "
              f"{at_e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired "
              f"by seed (Holm within each family{joined_text(results)}). Verdicts: {results['rule']['label']}.", '',
-             f"| arm | change {e} -> {late} (mean [95% CI]) | seeds | p | verdict | "
-             f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |",
-             '| --- |' + ' --- |' * 9]
-    for arm, t in L['change'].items():
-        v = L['change_vs_control'].get(arm)
-        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-']
-                                                                         if v else
-                                                                         ['control' if arm == c else '-'] + ['-'] * 4))
-                     + ' |')
+             *change_table(L, c, e, late, delta)]
+    if L.get('fit_runs_only'):
+        lines += ['', f"Fit runs only: the same over the runs fit by step {L['early']} (so by step {L['late']} too; "
+                      f"a run not fit by then is left out of its arm's change and of its seed's pair):", '',
+                  *change_table(L['fit_runs_only'], c, e, late, delta)]
     lines += ['', f"Secondary, the cooldown: the area cooled {at_late} minus the trunk's own final eval (at its stop, "
               f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a "
               f"high-learning-rate effect? Compare the rows '<arm> {late}' and '<arm> ... uncooled' above.", '',
@@ -288,6 +284,20 @@ def long_training_tables(results):
                   f"different means left out): " + '; '.join(f"{a} {correlation_text(c)} ({c['runs']} runs)"
                                                            for a, c in r['by_arm'].items()) + '.']
     return lines + ['']
+
+
+def change_table(tests, c, e, late, delta):
+    """The table of each arm's change from e to late, against 0 and against the control's: tests holds
+    'change' and 'change_vs_control' by arm."""
+    lines = [f"| arm | change {e} -> {late} (mean [95% CI]) | seeds | p | verdict | "
+             f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |", '| --- |' + ' --- |' * 9]
+    for arm, t in tests['change'].items():
+        v = tests['change_vs_control'].get(arm)
+        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-']
+                                                                         if v else
+                                                                         ['control' if arm == c else '-'] + ['-'] * 4))
+                     + ' |')
+    return lines
 
 
 def fit_plus_table(F, c, delta, arms):

@@ -1011,6 +1011,20 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     assert (L['fixed_steps'], L['early'], L['late']) == (True, 6000, 16000)
     assert L['change']['vpad']['difference'] == pytest.approx(
         sum(area('vpad', s, 16000) - area('vpad', s, 6000) for s in range(1, 8)) / 7)
+    fit = L['fit_runs_only']              # beside: the runs fit by 6000 (vpad's seed 6 fit later, none's 5 never)
+    assert fit['change']['vpad']['seeds'] == [1, 2, 3, 4, 5, 7] and fit['change']['none']['seeds'] == [1, 2, 3, 4, 6, 7]
+    v = fit['change_vs_control']['vpad']
+    assert v['seeds'] == [1, 2, 3, 4, 7] and v['family'] == 'sites' and 'label' in v and 'p_holm' in v
+    assert v['difference'] == pytest.approx(sum(area('vpad', s, 16000) - area('vpad', s, 6000) - area('none', s, 16000)
+                                                + area('none', s, 6000) for s in (1, 2, 3, 4, 7)) / 5)
+    # a family that names the change corrects each analysis's change with that analysis's tests at 16000
+    joined = outcomes.summarize(runs, cfg | {'families': {'sites': ['vpad', "vpad's change"]}}, ['study.py'])
+    joined['long']['change_vs_control']['vpad']['p'] = 1.0      # (were it counted in the fit runs' family too,
+    outcomes.rederive(joined)                                   # that family's Holm p would change)
+    for which, change in (('left_out', joined['long']['change_vs_control']['vpad']),
+                          ('fit_runs_only', joined['long']['fit_runs_only']['change_vs_control']['vpad'])):
+        late = joined['arms']['vpad at 16000']['vs_control']['area'][which]
+        assert [late['p_holm'], change['p_holm']] == stats.holm([late['p'], change['p']]), which
     assert [(t['point'], sorted(t)) for t in res['comparisons']] == [
         (p, ['a', 'b', 'family', 'fit_runs_only', 'left_out', 'point']) for p in (6000, 11000, 16000)]
     assert 'vpad@yarn vs none@yarn at 16000' in summary.labels(res)
@@ -1021,7 +1035,8 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
                  '| vpad at 6000 | 6 (not fit by then) |', '| none at 16000 | 5 (not fit by then) |',
                  '| arm | change at 6000 -> at 16000 (mean [95% CI])', '| at 16000 | yarn | vpad@yarn - none@yarn |',
                  'primary at 16000, the other points secondary', '5 of 56 runs at their points were not fit by then',
-                 "Not fit by then: the run's fit came after", '| vpad at 16000 | yarn |', 'fit runs only: p (Holm) |'):
+                 "Not fit by then: the run's fit came after", '| vpad at 16000 | yarn |', 'fit runs only: p (Holm) |',
+                 'Fit runs only: the same over the runs fit by step 6000 (so by step 16000 too;'):
         assert text in md, text
     assert '+6000' not in md and 'never fit as 0' not in md and '†' not in md
     from study import verdicts
