@@ -255,21 +255,13 @@ def long_training(arms_out, cfg):
             out['mismatch'][arm] = {'token_shift': {str(p): mean_ci(list(v.values()))[0] if v else None
                                                     for p, v in shift.items()},
                                     'growth': area_test(shift[late], shift[early], delta)}
-    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
-
-    def versus(changes):
-        tests = {}
-        for family, arms in (families if cfg['control'] else {}).items():   # (no control: nothing to test against)
-            tests.update({a: dict(t, family=family) for a in family_arms(arms)
-                          for t in [area_test(changes[a], changes[cfg['control']], delta)] if t})
-        return tests
-    out['change_vs_control'] = versus(area_change)
+    out['change_vs_control'] = against_control(area_change, cfg)
     if out.get('fixed_steps'):     # beside every test at fixed steps: the runs fit by the early point (so by the late)
         fit_change = {arm: change(arm, 'fit_runs_only') for arm in cfg['arms']}
         out['fit_runs_only'] = {'change': {arm: area_test(per_seed(arm, late, 'fit_runs_only'),
                                                           per_seed(arm, early, 'fit_runs_only'), delta)
                                            for arm in cfg['arms']},
-                                'change_vs_control': versus(fit_change)}
+                                'change_vs_control': against_control(fit_change, cfg)}
     if out.get('fixed_steps') and cfg['fit_plus_reading']:
         out['fit_plus'] = fit_plus(at, points, cfg)
     runs = {a: [(shift_change[a][s], area_change[a][s]) for s in shift_change[a] if s in area_change[a]]
@@ -304,13 +296,18 @@ def fit_plus(at, points, cfg):
             if abs(point - fit - k) <= window and area is not None:
                 out['points'].setdefault(arm, {})[seed] = point
                 out['area'].setdefault(arm, {})[seed] = area
-    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
-    for family, arms in (families if cfg['control'] else {}).items():
-        for a in family_arms(arms):
-            t = area_test(out['area'].get(a, {}), out['area'].get(cfg['control'], {}), cfg['delta'])
-            if t:
-                out['vs_control'][a] = dict(t, family=family)
+    out['vs_control'] = against_control(out['area'], cfg)
     return out
+
+
+def against_control(per_arm, cfg):
+    """Each arm of each family (families {}: every other arm, one family) against the control: its paired
+    area test over {arm: {seed: value}}, with its family; {} without a control (nothing to test against).
+    Holm is rederive's, with the rest of the family."""
+    families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
+    return {a: dict(t, family=family) for family, arms in (families if cfg['control'] else {}).items()
+            for a in family_arms(arms)
+            for t in [area_test(per_arm.get(a, {}), per_arm.get(cfg['control'], {}), cfg['delta'])] if t}
 
 
 def parse_term(term, arms, variants):

@@ -37,14 +37,22 @@ READMES = [os.path.join(ROOT, 'results', name, 'README.md') for name in ('study_
 BEGIN, END = '<!-- scales: written by `python -m study.scales` -->', '<!-- /scales -->'
 
 
+def fit_plus_of(res):
+    """A study's reading near each run's fit + k (outcomes.fit_plus), or {} where its summary has none."""
+    return (res or {}).get('long', {}).get('fit_plus') or {}
+
+
+def has_arm(res, arm):
+    return arm in {a.get('arm') for a in res['arms'].values()}
+
+
 def point_of(res, kind, default):
     """Where a view reads its study, as the tables name it: 'fit + 4000', 'at 16000', 'near fit + 4000'."""
     L = (res or {}).get('long')
     if not L:
         return default
     if kind == 'fit_plus':
-        F = L.get('fit_plus') or {}
-        return f"near fit + {F['offset']}" if F else default
+        return f"near fit + {fit_plus_of(res)['offset']}" if fit_plus_of(res) else default
     return f"at {L['late']}" if fixed_steps(res) else f"fit + {L['late']}"
 
 
@@ -57,7 +65,7 @@ def late_arm(res, arm):
 def area(res, arm, kind='late', variant=None):
     """(mean area, seeds) of an arm in a view, plain or under a variant; (None, 0) where it has none."""
     if kind == 'fit_plus':
-        per_seed = {} if variant else (res.get('long', {}).get('fit_plus') or {}).get('area', {}).get(arm, {})
+        per_seed = {} if variant else fit_plus_of(res).get('area', {}).get(arm, {})
         return (sum(per_seed.values()) / len(per_seed), len(per_seed)) if per_seed else (None, 0)
     a = late_arm(res, arm)
     a = a and (a.get('variants', {}).get(variant) if variant else a)
@@ -75,7 +83,7 @@ def test(res, site, kind='late', variant=None):
     families, comparisons = res['rule'].get('families') or {}, res['rule'].get('comparisons') or {}
     family = lambda name: len(families.get(name) or [site])   # noqa: E731
     if kind == 'fit_plus':         # secondary, a family of its own: Holm over the tests made in it
-        tests = (res.get('long', {}).get('fit_plus') or {}).get('vs_control', {})
+        tests = fit_plus_of(res).get('vs_control', {})
         t = None if variant else tests.get(site)
         return t, t and sum(x.get('family') == t.get('family') for x in tests.values()), False
     if not variant:
@@ -123,7 +131,7 @@ def area_cell(res, arm, kind, variant):
         return '-'                      # near the fit, read plain only
     if not res:
         return 'not yet'
-    if arm not in {a.get('arm') for a in res['arms'].values()}:
+    if not has_arm(res, arm):
         return '-'                      # not an arm of the study
     if not computed(res, kind):
         return 'not computed'
@@ -133,7 +141,7 @@ def area_cell(res, arm, kind, variant):
 
 def computed(res, kind):
     """Whether a study's results hold the view's reading (near the fit: summarized with fit_plus_reading)."""
-    return kind != 'fit_plus' or bool(res.get('long', {}).get('fit_plus'))
+    return kind != 'fit_plus' or bool(fit_plus_of(res))
 
 
 def test_cell(t, holm_over, fixed, delta):
@@ -167,7 +175,7 @@ def table(views):
             for i, (model, point, kind, res) in enumerate(named):
                 t, holm_over, fixed = test(res, site, kind, v) if res else (None, 0, False)
                 delta = res['rule'].get('delta', DELTA) if res else DELTA
-                if (kind == 'fit_plus' and v) or res and site not in {a.get('arm') for a in res['arms'].values()}:
+                if (kind == 'fit_plus' and v) or res and not has_arm(res, site):
                     continue                     # near the fit, read plain only; not an arm of this study
                 cell = (test_cell(t, holm_over, fixed, delta) if t else 'not yet' if not res else
                         'no test' if computed(res, kind) else 'not computed')
