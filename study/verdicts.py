@@ -43,6 +43,8 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
                               'weight decay': '1, weight decay on fresh seeds'}),
            ('study_quick', '4 in under an hour: VPAD vs none at fit +5000, the last 1000 decaying'),
            ('study_haystack', {'primary': '4 and beside YaRN on a haystack whose distractors grow with the length'}),
+           ('study_scale2', ('1 at 4 layers x 128 (0.97M), rope_theta 1e3: the change 6000 -> 16000 steps',
+                             '3-4 at 4 layers x 128, at 16000 steps: VPAD against none')),
            ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2')]
 EXTRA = ['study_scale']   # studies checked for mixed machines, not in the table
