@@ -110,7 +110,7 @@ def plot(results, curves, out):
             for seed in pts[0][1]['per_seed']:
                 ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
             medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
-            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{name} (median of {len(arm['seeds'])} seeds)")
+            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{base[name]} (median of {len(arm['seeds'])} seeds)")
             ax.set_xticks(xs, [f"{m}x" for m in xs])
             ax.minorticks_off()
         ax.axhline(results['rule']['range_threshold'], color='grey', ls=':', lw=1,
