@@ -51,18 +51,33 @@ sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extra
 (Holm), a permutation test of the accuracy at extrap_multiple x, and the seeds 80% power needs.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+from configurator import configure, items, settings_of, started  # first: a script's start-up (configurator.startup)
 
-import contextlib  # noqa: E402
-import dataclasses  # noqa: E402
-import os  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import contextlib
+import dataclasses
+import os
+import shlex
+import sys
+import time
 
-import torch  # noqa: E402
+import torch
+
+import eval_lengths
+import train  # its settings; its training loop runs in a subprocess
+from base import rundir
+from base.schedule import branch_argv
+# the study machinery, plain modules in study/: the settings checked, a run's state, its final eval, the
+# summary, the names of the files they write; the cluster launchers (study/launch.py) are imported only when
+# one is asked for
+from study import files, summary
+from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch, recall,
+                         save_records)
+from study.reproduce import reproduce as retrain_committed
+from study.runs import (Run, check_sources, command, differing, fit_of, last_progress, no_snapshots,
+                        prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
+                        to_train, trainer_env, where_grid_stands)
+from study.settings import check, split_argv
+from study.tables import format_markdown
 
 
 # -----------------------------------------------------------------------------
@@ -132,23 +147,6 @@ reproduce = 0              # > 0: train nothing of the grid; retrain this many c
 rule_changed = ''          # why the rule above changed after results were summarized under it; '' = it did not (a
                            # rerun with another rule is refused, naming the keys)
 # -----------------------------------------------------------------------------
-from configurator import configure, items, settings_of, started  # noqa: E402
-import eval_lengths  # noqa: E402
-import train  # noqa: E402  (its settings; its training loop runs in a subprocess)
-from core import rundir  # noqa: E402
-from core.schedule import branch_argv, snapshots_of  # noqa: E402
-# the study machinery, plain modules in study/: the settings checked, a run's state, its final eval, the
-# summary, the names of the files they write; the cluster launchers (study/launch.py) are imported only when
-# one is asked for
-from study import files, summary  # noqa: E402
-from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch, recall,  # noqa: E402
-                         save_records)
-from study.reproduce import reproduce as retrain_committed  # noqa: E402
-from study.runs import (Run, check_sources, command, differing, fit_of, last_progress, no_snapshots,  # noqa: E402
-                        prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
-                        to_train, trainer_env, where_grid_stands)
-from study.settings import check, split_argv  # noqa: E402
-from study.tables import format_markdown  # noqa: E402
 
 
 def plan(cfg, passed, selected, train_settings, studies=()):
@@ -164,7 +162,7 @@ def plan(cfg, passed, selected, train_settings, studies=()):
         if p.arm in cfg['reuse']:
             run = reused(cfg, run, train_settings, studies) or run
         runs.append(run)
-        runs += branches(run, train_settings)
+        runs += branches(run, p.snapshots, p.fixed, train_settings)
     return runs
 
 
@@ -219,18 +217,17 @@ def start_of(source, seed, train_settings, studies):
     return theirs
 
 
-def branches(trunk, train_settings):
+def branches(trunk, snapshots, fixed, train_settings):
     """The cooldown branches of a trunk run (snapshots_after_fit): each a run of the study, in
     <trunk dir>/cooldown<k>, whose first checkpoint the trunk writes at fit + k; of a trunk at fixed
     steps (snapshots_at_iter), in <trunk dir>/at<k>, written at step k. The trunk is the point 'trunk'
     (its own final eval is the uncooled model at its stop), a branch the point k."""
-    snapshots, fixed = snapshots_of(trunk.cfg)
     if not snapshots:
         return []
     trunk.point, trunk.fixed_steps = 'trunk', fixed
     out = []
     for k in snapshots:
-        argv = branch_argv(trunk.argv, trunk.cfg, k)
+        argv = branch_argv(trunk.argv, trunk.cfg, k, fixed)
         run_cfg = configure(train_settings, argv, quiet=True)
         out.append(dataclasses.replace(trunk, dir=run_cfg['out_dir'], argv=argv, cfg=run_cfg, point=k, trunk=trunk.dir))
     return out

@@ -195,17 +195,12 @@ def settings_of(namespace):
 
 
 # -----------------------------------------------------------------------------
-# start-up: the first statement of every entry point (train.py, eval_lengths.py, ablate.py, sample_data.py,
-# `python -m core.bench`, `python -m core.mismatch`, each `python -m study.<x>` with a main, ablate.py's
-# children among them) is
-#
-#     if __name__ == '__main__':
-#         import configurator
-#         configurator.startup()
-#
-# before its other imports. It lives here because every script imports this module anyway and it loads
-# only os, signal and sys (no torch, no numpy; its own other imports wait until used), so the window
-# before it is the interpreter's own start. core/rundir.py loads threading, ctypes and socket first.
+# start-up: every entry point (train.py, eval_lengths.py, ablate.py, sample_data.py, `python -m tools.<x>`,
+# each `python -m study.<x>` with a main, ablate.py's children among them) imports this module first, before
+# torch. Imported by a script that is being run (its __main__), it installs the start-up handler at once (the
+# end of this file): a Ctrl-C while the script's other imports load is one line. It loads only os, signal and
+# sys (no torch, no numpy; its own other imports wait until used), so the window before it is the
+# interpreter's own start. A test or a library that imports it installs nothing.
 
 STOPPED_AT_STARTUP = "stopped at startup: nothing was written"
 
@@ -226,6 +221,14 @@ def startup():
     signal.signal(signal.SIGINT, _stopped_at_startup)
 
 
+def _imported_by_a_script():
+    """Whether the module importing this one is a script being run: its __name__ is '__main__'."""
+    frame = sys._getframe(2)          # past this function and this module's own code
+    while frame is not None and frame.f_code.co_filename.startswith('<frozen importlib'):
+        frame = frame.f_back
+    return frame is not None and frame.f_globals.get('__name__') == '__main__'
+
+
 def started():
     """The end of start-up for a script with no handler of its own: Ctrl-C raises KeyboardInterrupt again."""
     if signal.getsignal(signal.SIGINT) is _stopped_at_startup:
@@ -244,3 +247,5 @@ def items(key, text):
 
 if __name__ == '__main__':
     sys.exit("configurator.py is used by train.py, eval_lengths.py, ablate.py and sample_data.py; see its docstring")
+elif _imported_by_a_script():      # the first import of an entry point: its start-up begins here
+    startup()

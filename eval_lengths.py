@@ -21,25 +21,22 @@ Writes eval_lengths.json into each run dir and eval_lengths.png (if matplotlib i
 the first; the key probe (--absent_key=True) writes eval_absent_key.json and .png instead.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+from configurator import configure, items, settings_of  # first: a script's start-up (configurator.startup)
 
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import dataclasses
+import json
+import math
+import os
+import shlex
+import sys
+import time
 
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import torch
+from tqdm import tqdm
 
-from configurator import configure, items, settings_of  # noqa: E402
-from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS  # noqa: E402
-import sample_data  # noqa: E402
-from core import rundir  # noqa: E402
+from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS
+import sample_data
+from base import rundir
 
 # -----------------------------------------------------------------------------
 out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas
@@ -190,6 +187,22 @@ def too_many_examples(n, length):
         return (f"{n:,} examples of {length:,} tokens need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB "
                 f"are free")
     return None
+
+
+def check_examples(key, n, length):
+    """n examples of `length` tokens fit in memory here, or a ValueError naming the key (eval_samples)."""
+    why = too_many_examples(n, length)
+    if why:
+        raise ValueError(f"{key}={n}: {why}: lower {key}")
+
+
+def check_lengths(tasks, shortest, tok, what=''):
+    """Every task's examples fit the shortest length asked for, or a ValueError naming the task."""
+    for t in tasks:
+        need = sample_data.min_length(t, tok)
+        if shortest < need:
+            raise ValueError(f"{t} needs examples of at least {need} tokens; the length eval asks for "
+                             f"{shortest}{' ' + what if what else ''}")
 
 
 def available_bytes(device):

@@ -27,15 +27,16 @@ inverted dropout adds p/(1-p) sum_i W_ji^2 E[x_i^2] to Var[a_j]; VPAD only scale
 cross-covariances of x by (1 - p), so the pre-activation variance barely moves. mu is the
 per-coordinate mean over all tokens of the batch, taken without gradient.
 
-Contents, top to bottom: the config; the dropout sites (vpad_reference, the definition, then vpad
-and inverted_dropout); attention (RoPE, its rescalings past the training length, full or sliding
-window, RoPE or NoPE, ShortConv) and the SwiGLU MLP; the Mamba2 mixer with its selective scan
-(ssd_scan_sequential, the definition, then ssd_scan, the chunked algorithm); the block and the model.
+Contents, top to bottom: the config; the dropout sites (vpad and inverted_dropout); attention (RoPE,
+its rescalings past the training length, full or sliding window, RoPE or NoPE, ShortConv) and the SwiGLU
+MLP; the Mamba2 mixer with its selective scan (ssd_scan_sequential, the definition, then ssd_scan, the
+chunked algorithm), its gated norm and its causal conv; the block, the model, and the model compiled.
 
-The fast paths the model runs are in core/kernels.py, to skip on a first read (a line that calls one
-says `# fast path:`): compiled dropout kernels, the chunked scan and the conv with written-out backward
-passes, the gated norm's kernel, each tested against its definition here (tests/test_model.py);
-kernels.USE_COMPILE = False runs them op by op. The train-vs-eval mismatch diagnostic is core/mismatch.py.
+What runs is written here. Where a fast kernel computes the same numbers cheaper, the call picks it
+(`fast`, the config's fast_kernels, default True) or the readable code beside it, as nanoGPT's
+`if self.flash:` picks attention: a line `# fast path:` names the kernel, in base/kernels.py, to skip
+on a first read. fast_kernels=False runs this file's code alone; a test trains both ways and compares.
+The train-vs-eval mismatch diagnostic is tools/mismatch.py.
 """
 
 import math
@@ -46,7 +47,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from core import kernels
+from base import kernels
 
 SITES = ('none', 'pre_norm', 'pre_linear', 'vpad')
 BLOCK_KINDS = {'A': 'attention + MLP', 'M': 'Mamba2 mixer'}
@@ -76,6 +77,8 @@ class GPTConfig:
     headdim: int = 32           # Mamba2: p, the channels per head
     d_conv: int = 4             # Mamba2: causal conv width
     chunk_size: int = 64        # Mamba2: SSD chunk length
+    fast_kernels: bool = True   # the fast paths of base/kernels.py; False: the readable definitions in this file
+                                # (the same numbers to float rounding, slower)
 
     def __post_init__(self):
         if self.dropout_site not in SITES:
@@ -122,38 +125,52 @@ class GPTConfig:
         return cls(**{k: v for k, v in model_args.items() if k != 'nope_first'})
 
 # -----------------------------------------------------------------------------
-# The dropout sites: D (inverted dropout) or VPAD, on the residual or before the linear layers
+# The dropout sites: D (inverted dropout) or VPAD, on the residual or before the linear layers.
+# Both draw their keep mask m ~ Bernoulli(1 - p) from 16-bit slices of 64-bit random words: on a CPU a
+# dropout's cost is the random number generator, not the arithmetic (F.dropout on 2M floats: ~14 ms, of
+# which x * 2 is ~0.4 ms), and one draw for four elements quarters it. p is then quantized to 1/65536.
 
-def vpad_reference(x, p):
-    """Training-mode VPAD by its definition; `vpad` below is the same op with a cheaper mask."""
+def draw_mask(x, p):
+    """The random bits of a dropout mask on x. -> (r, threshold, p): keep an element where r >= threshold,
+    with probability 1 - p, p quantized to 1/65536. torch's generator draws them (torch.randint, which
+    Dynamo traces), so the run's seed and a checkpoint's RNG state fix every mask."""
+    n = x.numel()
+    words = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
+    r = words.view(torch.int16)[:n].view(x.shape)                          # one uniform int16 per element
+    dropped = round(p * 65536)
+    return r, dropped - 32768, dropped / 65536
+
+def vpad(x, p, fast=False):
+    """Training-mode VPAD: y = mu + m (x - mu) / sqrt(1 - p), m ~ Bernoulli(1 - p) per element, mu the
+    per-coordinate mean of x over all the batch's tokens, taken without gradient."""
+    if p == 0:
+        return x
+    r, threshold, p = draw_mask(x, p)
+    if fast:   # fast path: this op in one compiled kernel whose backward keeps only the mask (base/kernels.py)
+        return kernels.masked_scale(x, r, threshold, 1.0 / math.sqrt(1.0 - p), kernels.vpad_kernel)
+    m = r >= threshold
     mu = x.detach().mean(dim=tuple(range(x.dim() - 1)), keepdim=True)      # (1, .., 1, C) per coordinate
-    return mu + (torch.rand_like(x) >= p) * (x - mu) / math.sqrt(1 - p)
+    return mu + m * (x - mu) / math.sqrt(1 - p)
 
-def vpad(x, p):
-    """Training-mode VPAD: mu + m (x - mu) / sqrt(1 - p), mu = per-coordinate batch mean. The mask
-    comes from 16-bit random slices (p quantized to 1/65536) and the op is one compiled kernel."""
+def inverted_dropout(x, p, fast=False):
+    """Training-mode inverted dropout, D(x) = m x / (1 - p), with vpad's masks."""
     if p == 0:
         return x
-    # fast path: kernels.vpad_kernel, this op at the quantized p in one kernel; tested against vpad_reference
-    return kernels.masked_scale(x, p, kernels.vpad_kernel, lambda q: 1.0 / math.sqrt(1.0 - q))
-
-def inverted_dropout(x, p):
-    """Training-mode inverted dropout m x / (1 - p), with the same cheap masks as vpad."""
-    if p == 0:
-        return x
-    # fast path: kernels.dropout_kernel, keep x / (1 - p) at the quantized p, vpad's masks
-    return kernels.masked_scale(x, p, kernels.dropout_kernel, lambda q: 1.0 / (1.0 - q))
+    r, threshold, p = draw_mask(x, p)
+    if fast:   # fast path: one compiled kernel whose backward keeps only the mask, as vpad's
+        return kernels.masked_scale(x, r, threshold, 1.0 / (1.0 - p), kernels.dropout_kernel)
+    return (r >= threshold) * x / (1 - p)
 
 class Dropout(nn.Module):
     """D (affine=False) or VPAD (affine=True); the identity in eval mode."""
-    def __init__(self, p, affine):
+    def __init__(self, p, affine, fast=False):
         super().__init__()
-        self.p, self.affine = p, affine
+        self.p, self.affine, self.fast = p, affine, fast
 
     def forward(self, x):
         if not self.training or self.p == 0:
             return x
-        return vpad(x, self.p) if self.affine else inverted_dropout(x, self.p)
+        return (vpad if self.affine else inverted_dropout)(x, self.p, self.fast)
 
     def extra_repr(self):
         return f"p={self.p}, {'vpad' if self.affine else 'inverted'}"
@@ -161,12 +178,13 @@ class Dropout(nn.Module):
 def input_dropout(config):
     """The D before a linear layer that reads a normalization output: 'pre_linear' and 'vpad'."""
     if config.dropout_site in ('pre_linear', 'vpad'):
-        return Dropout(config.dropout, affine=config.dropout_site == 'vpad')
+        return Dropout(config.dropout, affine=config.dropout_site == 'vpad', fast=config.fast_kernels)
     return nn.Identity()
 
 def residual_dropout(config):
     """The D on each sublayer's output: 'pre_norm'."""
-    return Dropout(config.dropout, affine=False) if config.dropout_site == 'pre_norm' else nn.Identity()
+    return (Dropout(config.dropout, affine=False, fast=config.fast_kernels) if config.dropout_site == 'pre_norm'
+            else nn.Identity())
 
 # -----------------------------------------------------------------------------
 # Attention: RoPE for any position, sliding window without a T x T mask, NoPE global layers
@@ -331,8 +349,8 @@ def segsum(a):
     return S.masked_fill(~torch.ones(l, l, dtype=torch.bool, device=a.device).tril(), -torch.inf)
 
 def scan_inputs(x, dt, A, B, C, chunk_size):
-    """The scan's setup (ssd_scan's, kernels.ssd_scan_fast's): cast to fp32 at least (fp64 stays), the tail
-    zero-padded to whole chunks with dt = 0, which neither decays nor writes the state: padding is exact."""
+    """The scan's setup: cast to fp32 at least (fp64 stays), the tail zero-padded to whole chunks with dt = 0,
+    which neither decays nor writes the state: padding is exact."""
     h, g = x.shape[2], B.shape[2]
     assert h % g == 0, f"B, C have {g} groups, which must divide the {h} heads"
     dtype, pad = torch.promote_types(x.dtype, torch.float32), (-x.shape[1]) % chunk_size
@@ -342,7 +360,7 @@ def scan_inputs(x, dt, A, B, C, chunk_size):
         dt = F.pad(dt, (0, 0, 0, pad))
     return x, dt, A, B, C
 
-def ssd_scan(x, dt, A, B, C, chunk_size):
+def ssd_scan(x, dt, A, B, C, chunk_size, fast=False):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
     Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
@@ -350,6 +368,9 @@ def ssd_scan(x, dt, A, B, C, chunk_size):
     (b, t, h, p), (g, n), out_dtype, l = x.shape, B.shape[2:], x.dtype, chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
         x, dt, A, B, C = scan_inputs(x, dt, A, B, C, l)
+        if fast:   # fast path: steps 1-4 below with a written-out backward (base/kernels.py), tested against them
+            y, final_state = kernels.ssd_scan_fast(x, dt, A, B, C, l)
+            return y[:, :t].to(out_dtype), final_state
         c = x.shape[1] // l                                                # chunks
         B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
         X = (x * dt[..., None]).view(b, c, l, h, p)                        # dt_t x_t, what step t writes
@@ -372,22 +393,33 @@ def ssd_scan(x, dt, A, B, C, chunk_size):
     y = (Y_diag + Y_off).reshape(b, c * l, h, p)
     return y[:, :t].to(out_dtype), S[-1]
 
+def gated_rms_norm(y, x, D, z, weight, eps: float):
+    """RMSNorm((y + D x) * silu(z)) * weight: Mamba2's skip connection, gate and output norm.
+    y, x: (B, T, h, p), D: (h,), z: (B, T, h p) -> (B, T, h p)"""
+    y = (y + x * D[:, None]).flatten(2)                                       # (B, T, h p)
+    return F.rms_norm(y * F.silu(z), (y.shape[-1],), weight, eps)
+
+gated_rms_norm_fused = kernels.compiled(gated_rms_norm)   # this code in one kernel, and one for its backward
+
 class GatedRMSNorm(nn.Module):
-    """RMSNorm((y + D x) * silu(z)) * weight: Mamba2's skip connection, gate and output norm."""
-    def __init__(self, d, eps=1e-5):
+    def __init__(self, d, fast=False, eps=1e-5):
         super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+        self.weight, self.eps, self.fast = nn.Parameter(torch.ones(d)), eps, fast
 
-    def forward(self, y, x, D, z):             # y, x: (B, T, h, p), D: (h,), z: (B, T, h p)
-        # fast path: kernels.skip_gate_norm, F.rms_norm((y + x D).flatten(2) * silu(z), weight, eps) in one kernel
-        return kernels.skip_gate_norm(y, x, D, z, self.weight, self.eps)
+    def forward(self, y, x, D, z):
+        # fast path: gated_rms_norm compiled, one kernel (eagerly it is five: add, flatten, silu, mul, norm)
+        return (gated_rms_norm_fused if self.fast else gated_rms_norm)(y, x, D, z, self.weight, self.eps)
 
-def causal_conv_silu(x, w, bias):
+def causal_conv_silu(x, w, bias, fast=False):
     """silu(causal depthwise conv1d(x)): out_t = silu(bias + sum_k w_k x_{t-K+1+k}), per channel.
     x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in fp32, in nn.Conv1d's layout.
     Computed in fp32, returned in x's dtype."""
-    # fast path: kernels.CausalConvSilu, shifted multiply-adds, a backward keeping only x; tested against nn.Conv1d
-    return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
+    if fast:   # fast path: shifted multiply-adds, a backward keeping only x (base/kernels.py); tested against this
+        return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
+    T, K = x.shape[1], w.shape[-1]
+    with torch.autocast(device_type=x.device.type, enabled=False):        # in fp32, not autocast's bf16
+        out = F.conv1d(x.float().transpose(1, 2), w, bias, padding=K - 1, groups=x.shape[-1])[..., :T]  # (B, C, T)
+    return F.silu(out).transpose(1, 2).to(x.dtype)
 
 class Mamba2(nn.Module):
     def __init__(self, config):
@@ -409,7 +441,8 @@ class Mamba2(nn.Module):
         # drawn before A_log, registered after D: the random draws and the parameter order of an
         # nn.Conv1d, as in mamba2_simple, so a seed gives the same model as that layout would
         self.conv1d_weight, self.conv1d_bias = nn.Parameter(conv_weight), nn.Parameter(conv_bias)
-        self.norm = GatedRMSNorm(d_inner)
+        self.norm = GatedRMSNorm(d_inner, fast=config.fast_kernels)
+        self.fast = config.fast_kernels
         self.out_proj = nn.Linear(d_inner, config.n_embd, bias=False)
         self.out_proj.residual_out = True
         self.drop_in = input_dropout(config)
@@ -419,13 +452,12 @@ class Mamba2(nn.Module):
         Bsz, T, _ = u.shape
         h, p, n = self.n_heads, self.headdim, self.d_state
         z, xBC, dt = self.in_proj(self.drop_in(u)).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
-        xBC = causal_conv_silu(xBC, self.conv1d_weight, self.conv1d_bias)      # (B, T, C)
+        xBC = causal_conv_silu(xBC, self.conv1d_weight, self.conv1d_bias, self.fast)   # (B, T, C)
         x, B, C = xBC.split([self.d_inner, n, n], dim=-1)
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        # fast path: kernels.ssd_scan_fast, ssd_scan with a written-out backward; tested against it and the loop
-        y, _ = kernels.ssd_scan_fast(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size)  # (B, T, h, p); g = 1
+        y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size, self.fast)   # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
         return self.out_proj(self.drop_out_proj(y))
 
@@ -499,7 +531,7 @@ class GPT(nn.Module):
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
         order. Under torch.compile the head runs on every position (a selection whose size depends on
-        the data would split the graph) and kernels.CompiledOrEager keeps those N rows after the call.
+        the data would split the graph) and CompiledOrEager, below, keeps those N rows after the call.
         Without targets, logits is (B, 1, vocab) for the last position and loss is None. scaling: a
         LengthScaling for RoPE layers at an eval length past training, None for the plain model."""
         x = self.wte(idx)                                     # (B, T, C)
@@ -557,3 +589,36 @@ class GPT(nn.Module):
         """Model FLOPs utilization: achieved FLOP/s over `peak_flops` (the device's, per process;
         a config key, since it depends on the hardware and the dtype)."""
         return self.flops_per_token(self.config.block_size, head_fraction) * tokens_per_iter / dt / peak_flops
+
+# -----------------------------------------------------------------------------
+# The model compiled
+
+class CompiledOrEager(nn.Module):
+    """A GPT under torch.compile (train.py's compile=True); if compiling fails (at the first call), one line
+    saying so and the model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
+    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
+    def __init__(self, model, backend='inductor'):
+        super().__init__()
+        self.model = model
+        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
+        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
+            torch._functorch.config.force_non_lazy_backward_lowering = True
+
+    def forward(self, *args):
+        """GPT.forward's (logits, loss). The compiled graph runs the LM head on every position, logits
+        (B*T, V): a selection whose size depends on the data would split it; the rows with a target are
+        picked here, after it: (N, V), as eagerly."""
+        if self.compiled:
+            try:
+                logits, loss = self.compiled[0](*args)
+            except torch._dynamo.exc.BackendCompilerFailed as e:
+                why = getattr(e, 'inner_exception', None) or e
+                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
+                      f"training without it")
+                self.compiled.clear()
+            else:
+                targets = args[1] if len(args) > 1 else None
+                if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
+                    logits = logits[targets.flatten() != -1]
+                return logits, loss
+        return self.model(*args)

@@ -29,33 +29,29 @@ histogram of how far back each training answer token's value sits: `--reach=R` p
 beyond R tokens, the answers that a stack of sliding-window layers reaching R tokens cannot copy.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+from configurator import configure, items, settings_of  # first: a script's start-up (configurator.startup)
 
-import base64  # noqa: E402
-import functools  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import shlex  # noqa: E402
-import shutil  # noqa: E402
-import string  # noqa: E402
-import sys  # noqa: E402
-import uuid  # noqa: E402
-import zlib  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import NamedTuple  # noqa: E402
+import base64
+import functools
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shlex
+import shutil
+import string
+import sys
+import uuid
+import zlib
+from dataclasses import dataclass
 
-import numpy as np  # noqa: E402
-import tiktoken  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+import tiktoken
+from tqdm import tqdm
 
-from configurator import configure, items, settings_of  # noqa: E402
-from core import rundir  # noqa: E402
+from base import rundir
 
 VERSION = 3         # the corpus format (meta.json, the token files); a corpus of another is refused
 META = 'meta.json'  # in a corpus: its settings and checksums, written last (its tokenizer: rundir.TOKENIZER)
@@ -774,16 +770,10 @@ def rows_with_several_documents(data_dir, block_size):
     return float(((rows == end[0]).sum(axis=1) > 1).mean())
 
 
-class Split(NamedTuple):
-    ids: np.ndarray    # token ids, flat
-    mask: np.ndarray   # 1 where the token is part of an answer
-    n_rows: int        # aligned rows of block_size (+1) tokens
-
-
 def open_corpus(cfg, master, wait=None):
     """A train.py run's corpus: generated on first use (by rank 0; `wait` lets the others wait), then
-    checked against the run's settings and its checksums. -> (meta, tokenizer, {'train', 'val': Split});
-    anything wrong is one line that says what to do."""
+    checked against the run's settings and its checksums. -> (meta, tokenizer, {'train', 'val': (ids,
+    mask)}, load_split's); anything wrong is one line that says what to do."""
     try:
         if master:                    # one process generates a missing corpus; another run that needs it waits
             make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
@@ -800,32 +790,13 @@ def open_corpus(cfg, master, wait=None):
         raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
                          + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
                          + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
-    data = {}
-    for split in ('train', 'val'):
-        ids, mask = load_split(cfg['data_dir'], split)
-        data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
-        if not data[split].n_rows:
+    data = {split: load_split(cfg['data_dir'], split) for split in ('train', 'val')}
+    for split, (ids, _) in data.items():
+        if len(ids) <= cfg['block_size']:
             raise SystemExit(f"{cfg['data_dir']}/{split}.bin holds {len(ids):,} tokens, less than one row of "
                              f"block_size={cfg['block_size']} + 1: delete {cfg['data_dir']} and rerun (train.py "
                              f"generates it again), or raise num_tokens")
     return meta, tok, data
-
-
-def batch_rows(split, rows, T, loss_on):
-    """Aligned rows of a Split -> x (B, T) and y (B, T), int64, y -1 where no loss is taken."""
-    x = np.stack([split.ids[r * T: r * T + T] for r in rows]).astype(np.int64)
-    y = np.stack([split.ids[r * T + 1: r * T + T + 1] for r in rows]).astype(np.int64)
-    if loss_on == 'answers':
-        m = np.stack([split.mask[r * T + 1: r * T + T + 1] for r in rows])
-        y[m == 0] = -1
-    return x, y
-
-
-def count_targets(split, rows, T, loss_on):
-    """Positions with a loss in these rows: the step's loss is a mean over all of them."""
-    if loss_on == 'all':
-        return len(rows) * T
-    return int(sum(int(split.mask[r * T + 1: r * T + T + 1].sum()) for r in rows))
 
 
 def load_split(data_dir, split):
@@ -850,6 +821,20 @@ def check_distractors(distractors, tasks):
     if distractors and not set(tasks) & set(DISTRACTED):
         raise ValueError(f"distractors={distractors} is read by {', '.join(DISTRACTED)} only, and tasks="
                          f"{','.join(tasks)} has none: drop it, or add mqar_haystack")
+
+
+def check_corpus(cfg, tok):
+    """The corpus settings of a train.py run (tasks, distractors, block_size, min_doc_len), checked: a
+    ValueError naming the key. -> the trained tasks' names"""
+    trained, _ = parse_tasks(cfg['tasks'])
+    check_distractors(cfg['distractors'], trained)
+    for t in trained:
+        if cfg['block_size'] < min_length(t, tok):
+            raise ValueError(f"block_size={cfg['block_size']} is shorter than {t}'s shortest document "
+                             f"({min_length(t, tok)} tokens)")
+    if cfg['min_doc_len'] > cfg['block_size']:
+        raise ValueError(f"min_doc_len={cfg['min_doc_len']} is longer than block_size={cfg['block_size']}")
+    return trained
 
 
 def distractor_setting(distractors, tasks):

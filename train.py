@@ -7,29 +7,34 @@ generalization as it trains. On one CPU or GPU, or on several with DDP:
 
 A step's rows and dropout masks come from (seed, step), so a resumed run continues exactly. Every
 eval_interval: the checkpoint, then val loss and a quick length eval to out_dir/log.jsonl. The run
-fits at the first quick eval with 1x >= fit_accuracy; core/schedule.py makes that the learning rate,
+fits at the first quick eval with 1x >= fit_accuracy; base/schedule.py makes that the learning rate,
 the stop and a trunk's snapshots. start() does everything that can fail before the first step.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+from configurator import configure, settings_of  # first: a script's start-up (configurator.startup)
 
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import pathlib  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from contextlib import nullcontext  # noqa: E402
-from datetime import timedelta  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import NamedTuple, Optional  # noqa: E402
+import json
+import math
+import os
+import pathlib
+import shlex
+import sys
+import time
+from contextlib import nullcontext
+from datetime import timedelta
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from base import rundir
+from base.schedule import Schedule, branch_argv, branch_overrides, check_schedule
+from model import GPT, CompiledOrEager, GPTConfig
+import sample_data
+import eval_lengths
 
 # -----------------------------------------------------------------------------
 # default config values: the main run, whose reasons config/vpad.py gives. A config file and
@@ -65,9 +70,11 @@ expand = 2                 # Mamba2 inner width = expand * n_embd
 headdim = 32               # Mamba2 channels per head
 d_conv = 4                 # Mamba2 causal conv width
 chunk_size = 64            # Mamba2 SSD chunk length
+fast_kernels = True        # base/kernels.py's fast paths; False: model.py's readable code alone (the same numbers
+                           # to float rounding, slower)
 dropout = 0.1              # the drop probability p
 dropout_site = 'vpad'      # 'none', 'pre_norm', 'pre_linear' or 'vpad'
-# AdamW and the schedule (core/schedule.py)
+# AdamW and the schedule (base/schedule.py)
 learning_rate = 3e-3       # peak learning rate
 max_iters = 4000           # optimizer steps; with steps_after_fit, the cap on steps to the fit
 fit_accuracy = 0.95        # the run fits at the first quick eval with 1x accuracy >= this
@@ -79,7 +86,7 @@ weight_decay = 0.0         # AdamW weight decay (0 = off)
 beta1 = 0.9                # AdamW beta1
 beta2 = 0.95               # AdamW beta2
 grad_clip = 1.0            # clip the gradient norm at this value (0 = off)
-decay_lr = True            # cosine down to min_lr (core/schedule.py says when); False: constant
+decay_lr = True            # cosine down to min_lr (base/schedule.py says when); False: constant
 warmup_iters = 100         # steps of linear warmup
 lr_decay_iters = 0         # steps of the cosine without steps_after_fit; 0 = max_iters
 min_lr = 1e-4              # the learning rate at the end of the decay
@@ -96,17 +103,165 @@ compile = False            # torch.compile the model (worth it on GPU)
 peak_flops = 0.0           # the device's peak FLOP/s per process, for MFU in the log (0 = no MFU)
 seed = 1337                # seeds initial weights, batch order and dropout masks
 # -----------------------------------------------------------------------------
-from configurator import configure, settings_of  # noqa: E402  (after the defaults, as in nanoGPT)
-from core.checks import MODEL_KEYS, check_config  # noqa: E402
-from core.kernels import CompiledOrEager  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
-import sample_data  # noqa: E402
-from core.schedule import Schedule, branch_argv, branch_overrides  # noqa: E402
-import eval_lengths  # noqa: E402
-from core import rundir  # noqa: E402
-
 # what shapes the weights, so init_from=<path> needs them equal (site, p, window, RoPE may change)
 SHAPE_KEYS = 'n_layer n_head n_embd block_pattern short_conv d_state expand headdim d_conv'.split()
+
+
+# -----------------------------------------------------------------------------
+# the settings, checked before anything is generated or written: train.py's own here, the corpus',
+# the evals' and the schedule's by the files that own them
+
+MODEL_KEYS = [f for f in GPTConfig.__dataclass_fields__ if f != 'vocab_size']
+POSITIVE = ('eval_interval', 'log_interval', 'eval_iters', 'num_tokens', 'block_size', 'batch_size',
+            'gradient_accumulation_steps', 'n_layer', 'n_head', 'n_embd', 'max_iters', 'eval_samples',
+            'eval_batch_size', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
+# sizes past these cannot be built on any machine (a tensor's size overflows before memory is checked)
+AT_MOST = {'n_embd': 2 ** 16, 'n_layer': 2 ** 12, 'n_head': 2 ** 12, 'd_state': 2 ** 16, 'expand': 64,
+           'headdim': 2 ** 16, 'd_conv': 2 ** 10, 'chunk_size': 2 ** 16, 'learning_rate': 1e38, 'min_lr': 1e38}
+AT_MOST_WHY = dict.fromkeys(AT_MOST, "no model that size can be built; lower it") | dict.fromkeys(
+    ('learning_rate', 'min_lr'), "float32 overflows in AdamW's update; lower it")
+NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_iters', 'lr_decay_iters',
+                'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit', 'cooldown_iters')
+# what RoPE layers read; set away from their defaults while every attention layer is NoPE, a run would not change
+ROPE_ONLY = ('window', 'rope_theta')
+
+
+class Checked(NamedTuple):
+    """What check_config parsed: the eval tasks, the quick and the final multiples, a trunk's snapshots and
+    whether they are fixed steps (check_schedule), the model's config."""
+    eval_tasks: list
+    quick: list
+    final: list
+    snapshots: tuple
+    fixed: bool
+    model: GPTConfig
+
+
+def check_config(cfg, here=True):
+    """Every setting of a run (cfg) that a user can get wrong, checked before anything is generated or
+    written, each by the file that owns it (the corpus: sample_data.check_corpus; the evals' lengths and
+    examples: eval_lengths.check_lengths; the schedule: base/schedule.check_schedule); the device and the
+    memory only where the run will run here (not for a cluster's node). -> Checked, the parsed values"""
+    try:
+        for k, v in cfg.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{k}={v} must be a finite number")
+        for k in POSITIVE:
+            if cfg[k] <= 0:
+                raise ValueError(f"{k}={cfg[k]} must be positive")
+        for k in NON_NEGATIVE:
+            if cfg[k] < 0:
+                raise ValueError(f"{k}={cfg[k]} must be >= 0")
+        for k, most in AT_MOST.items():
+            if cfg[k] > most:
+                raise ValueError(f"{k}={cfg[k]} is more than {most:g}: {AT_MOST_WHY[k]}")
+        for k in ('learning_rate', 'rope_theta'):
+            if not cfg[k] > 0:
+                raise ValueError(f"{k}={cfg[k]} must be positive")
+        for k in ('beta1', 'beta2'):
+            if not 0 <= cfg[k] < 1:
+                raise ValueError(f"{k}={cfg[k]} must be in [0, 1): AdamW's decay of its moment estimates")
+        if not 0 <= cfg['seed'] < 2 ** 63:
+            raise ValueError(f"seed={cfg['seed']} must be in 0..2**63-1 (torch's generators take 64-bit seeds)")
+        if cfg['short_conv'] > cfg['block_size']:
+            raise ValueError(f"short_conv={cfg['short_conv']} is longer than block_size={cfg['block_size']}: "
+                             f"a convolution longer than the training length mixes in nothing more")
+        if cfg['batch_size'] * cfg['gradient_accumulation_steps'] > 2 ** 24:
+            raise ValueError(f"batch_size x gradient_accumulation_steps = "
+                             f"{cfg['batch_size'] * cfg['gradient_accumulation_steps']:,} rows per step, more than the "
+                             f"{2 ** 24:,} a step can draw: lower gradient_accumulation_steps")
+        for k in ('out_dir', 'data_dir'):
+            if not cfg[k].strip():
+                raise ValueError(f"{k} is empty: give a folder, e.g. --{k}=out/run1")
+            if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
+                raise ValueError(f"{k}={cfg[k]!r} is a file, not a folder: give a folder, e.g. --{k}=out/run1")
+        if os.path.realpath(cfg['out_dir']) == os.path.realpath(cfg['data_dir']):
+            raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the "
+                             f"corpus need one each, e.g. --data_dir=data/"
+                             f"{os.path.basename(os.path.normpath(cfg['data_dir']))}")
+        if cfg['loss_on'] not in ('answers', 'all'):
+            raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
+        if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
+            raise ValueError(f"dtype={cfg['dtype']!r}: use 'auto', 'float32' or 'bfloat16'")
+        device = rundir.pick_device(cfg['device']) if here else None     # exits with one line if unusable
+        if cfg['init_from'] not in ('scratch', 'resume'):
+            path = rundir.ckpt_path(cfg['init_from'])
+            if not os.path.isfile(path):
+                raise ValueError(f"init_from={cfg['init_from']!r}: no checkpoint there; give 'scratch', "
+                                 f"'resume', or a run dir / ckpt.pt of a finished run")
+            owner = rundir.busy(os.path.dirname(path))
+            if owner:     # its checkpoint is the latest of a run still training, not the run it will end as
+                raise ValueError(f"init_from={cfg['init_from']!r} is being trained by {owner}: wait for it to "
+                                 f"finish (or stop it), then rerun")
+        tok = sample_data.build_tokenizer()
+        model = GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}, vocab_size=tok.vocab_size)
+        trained = sample_data.check_corpus(cfg, tok)
+        eval_tasks = (sample_data.parse_tasks(cfg['eval_tasks'], 'eval_tasks', weighted=False)[0]
+                      if cfg['eval_tasks'].strip() else trained)
+        quick = eval_lengths.parse_multiples('eval_multiples', cfg['eval_multiples'])
+        final = eval_lengths.parse_multiples('final_multiples', cfg['final_multiples'])
+        if cfg['steps_after_fit'] and 1 not in quick:
+            raise ValueError(f"steps_after_fit needs the fit, judged at 1x: add 1 to "
+                             f"eval_multiples={cfg['eval_multiples']!r}")
+        snapshots, fixed = check_schedule(cfg)
+        if not 0 < cfg['fit_accuracy'] <= 1:
+            raise ValueError(f"fit_accuracy={cfg['fit_accuracy']} must be in (0, 1]")
+        for note in no_effect(cfg, model):
+            print(f"note: {note}")
+        shortest = cfg['block_size'] * min(quick + final)
+        eval_lengths.check_lengths(eval_tasks, shortest, tok, '(block_size x the smallest multiple)')
+        if here:
+            check_memory(cfg, model, device)
+            eval_lengths.check_examples('eval_samples', cfg['eval_samples'], shortest)
+    except ValueError as e:
+        raise SystemExit(f"config error: {e}")
+    return Checked(eval_tasks, quick, final, snapshots, fixed, model)
+
+
+def no_effect(cfg, c):
+    """Settings away from their defaults that cannot change this run (a config may set them for a
+    recipe that used them): one note each, printed, so `--window=16` on an all-NoPE model is not
+    taken for an ablation."""
+    notes = []
+    if cfg['lr_decay_iters'] and (cfg['steps_after_fit'] or cfg['cooldown_iters'] or not cfg['decay_lr']):
+        why = ('decay_lr=False' if not cfg['decay_lr'] else
+               f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)" if cfg['steps_after_fit']
+               else f"cooldown_iters={cfg['cooldown_iters']} (the decay runs over the last steps before max_iters)")
+        notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
+    if not c.has_rope():
+        notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
+                  f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != globals()[k]]
+    return notes
+
+
+def check_memory(cfg, c, device):
+    """Refuse a batch that cannot fit before anything is written: a batch_size too large for the machine
+    otherwise grows until the kernel kills the run without a word."""
+    cuda = device.startswith('cuda')
+    # a GPU's whole memory, not its free memory: asking for that would open a CUDA context in ablate.py too
+    have = (torch.cuda.get_device_properties(torch.device(device)).total_memory if cuda
+            else eval_lengths.available_bytes('cpu'))
+    act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
+    weights = 16 * (12 * c.n_layer * c.n_embd ** 2 + c.vocab_size * c.n_embd)   # + gradients and AdamW's moments
+    if weights > 0.8 * have:
+        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB "
+                         f"for the weights, their gradients and AdamW's moments, and {device} has "
+                         f"{have / 2**30:.1f} GiB: lower n_embd or n_layer")
+    need = train_bytes(cfg, c, device, act_bytes)
+    if need > 0.8 * have:
+        raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about "
+                         f"{need / 2**30:.1f} GiB to train and {device} has {have / 2**30:.1f} GiB: lower batch_size "
+                         f"(raise gradient_accumulation_steps to keep the tokens per step)")
+
+
+def train_bytes(cfg, c, device, act_bytes):
+    """Rough peak memory of a training micro-step of batch_size rows: each layer keeps about
+    36 x n_embd activations a token for the backward (measured: 34 at width 128 on the CPU; python -m
+    tools.bench --only=saved: 32 at width 768 in bf16), plus one forward's transients, and the weights, their
+    gradients and AdamW's two moments (16 bytes a parameter)."""
+    tokens, params = cfg['batch_size'] * cfg['block_size'], 12 * c.n_layer * c.n_embd ** 2 + c.vocab_size * c.n_embd
+    return (act_bytes * tokens * 36 * c.n_layer * c.n_embd + 16 * params
+            + eval_lengths.estimate_bytes(c, cfg['batch_size'], cfg['block_size'], device))
 
 
 # -----------------------------------------------------------------------------
@@ -201,9 +356,32 @@ class Run:
 # data and model: the batches drawn from the corpus (sample_data.open_corpus), and the model fresh,
 # resumed, or from another run's weights
 
+class Split(NamedTuple):
+    ids: np.ndarray    # token ids, flat (sample_data.load_split's memmap)
+    mask: np.ndarray   # 1 where the token is part of an answer
+    n_rows: int        # aligned rows of block_size (+1) tokens
+
+
+def batch_rows(split, rows, T, loss_on):
+    """Aligned rows of a Split -> x (B, T) and y (B, T), int64, y -1 where no loss is taken."""
+    x = np.stack([split.ids[r * T: r * T + T] for r in rows]).astype(np.int64)
+    y = np.stack([split.ids[r * T + 1: r * T + T + 1] for r in rows]).astype(np.int64)
+    if loss_on == 'answers':
+        m = np.stack([split.mask[r * T + 1: r * T + T + 1] for r in rows])
+        y[m == 0] = -1
+    return x, y
+
+
+def count_targets(split, rows, T, loss_on):
+    """Positions with a loss in these rows: the step's loss is a mean over all of them."""
+    if loss_on == 'all':
+        return len(rows) * T
+    return int(sum(int(split.mask[r * T + 1: r * T + T + 1].sum()) for r in rows))
+
+
 def rows_to_batch(split, rows, T, loss_on, device):
-    """Aligned rows -> x (B, T) and y (B, T) with -1 where no loss is taken."""
-    x, y = (torch.from_numpy(a) for a in sample_data.batch_rows(split, rows, T, loss_on))
+    """Aligned rows -> x (B, T) and y (B, T) with -1 where no loss is taken, on the device."""
+    x, y = (torch.from_numpy(a) for a in batch_rows(split, rows, T, loss_on))
     if device.startswith('cuda'):
         return tuple(t.pin_memory().to(device, non_blocking=True) for t in (x, y))
     return x, y
@@ -233,7 +411,7 @@ def start_model(run, config):
             raise SystemExit(f"tokenizer mismatch: {path} was trained with {ckpt['tokenizer']!r} "
                              f"(vocab {was['vocab_size']}), {cfg['data_dir']} has {tok.name!r} "
                              f"(vocab {tok.vocab_size}); use the data_dir that run was trained on")
-        keys = MODEL_KEYS if init_from == 'resume' else SHAPE_KEYS
+        keys = [k for k in MODEL_KEYS if k != 'fast_kernels'] if init_from == 'resume' else SHAPE_KEYS
         changed = [f"{k}={was[k]!r} (this run: {getattr(config, k)!r})" for k in keys
                    if was[k] != getattr(config, k)]
         if changed:
@@ -310,13 +488,13 @@ def save(run, final):
              'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final,
              **run.notes}
     if snapshot is not None:
-        branch = cfg | branch_overrides(cfg, snapshot)
+        branch = cfg | branch_overrides(cfg, snapshot, run.schedule.fixed)
         path = os.path.join(branch['out_dir'], rundir.CKPT)
         if not os.path.exists(path):
             with rundir.writing(path, f'the snapshot of iter {it}', run.standing):
                 os.makedirs(branch['out_dir'], exist_ok=True)
                 rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
-            argv = ['python', 'train.py', *branch_argv(run.argv, cfg, snapshot)]
+            argv = ['python', 'train.py', *branch_argv(run.argv, cfg, snapshot, run.schedule.fixed)]
             print(f"snapshot at iter {it}{'' if run.schedule.fixed else f' (fit + {snapshot})'}; its cooldown "
                   f"branch: {shlex.join(argv + ['--init_from=resume'])}")
     if not first:
@@ -389,7 +567,7 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
         group['lr'] = lr
     gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step))
     rows = torch.randint(split.n_rows, (procs.step_rows,), generator=gen).tolist()
-    n_step = max(sample_data.count_targets(split, rows, cfg['block_size'], cfg['loss_on']), 1)
+    n_step = max(count_targets(split, rows, cfg['block_size'], cfg['loss_on']), 1)
     mine = rows[procs.rank * procs.rank_rows:(procs.rank + 1) * procs.rank_rows]
     loss_sum = 0.0
     for micro in range(procs.micro_steps):
@@ -426,7 +604,7 @@ def start(argv):
     """The settings, the processes, the run dir, the corpus, the model, the log and the schedule.
     -> (run, the model to train: compiled and wrapped in DDP where asked)"""
     cfg = configure(settings_of(globals()), argv)
-    checked = check_config(cfg, settings_of(globals()))
+    checked = check_config(cfg)
     procs = setup_processes(cfg)
     out_dir = cfg['out_dir']
     run = Run(cfg, procs, argv, checked, os.path.join(out_dir, rundir.CKPT),
@@ -439,7 +617,8 @@ def start(argv):
         raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with "
                          f"--init_from=resume, or start over in another --out_dir (or delete it)")
     wait = dist.barrier if procs.ddp else None     # the others wait while rank 0 makes the corpus
-    run.meta, run.tok, run.data = sample_data.open_corpus(cfg, procs.master, wait)
+    run.meta, run.tok, corpus = sample_data.open_corpus(cfg, procs.master, wait)
+    run.data = {split: Split(ids, mask, (len(ids) - 1) // cfg['block_size']) for split, (ids, mask) in corpus.items()}
     start_model(run, checked.model)
     if procs.master:
         run.provenance = rundir.provenance(procs.device) | {'processes': procs.world_size}
@@ -459,7 +638,8 @@ def start(argv):
     # the fit as the checkpoint saw it (before its step's eval), unless the log holds that step's
     # record: a log that a crash cut back further must not make the resume find the fit again, later
     resumed_at = run.logged.get(run.iter_num) if run.resumed else None
-    run.schedule = Schedule(cfg, resumed_at['fit_iter'] if resumed_at else run.last.get('fit_iter'))
+    run.schedule = Schedule(cfg, resumed_at['fit_iter'] if resumed_at else run.last.get('fit_iter'),
+                            checked.snapshots, checked.fixed)
     run.start_iter, run.t_start = run.iter_num, time.time()
     run.train_loss = run.last.get('train_loss')
     run.tokens_per_sec, run.mfu = run.last.get('tokens_per_sec') or 0.0, run.last.get('mfu') or 0.0

@@ -19,7 +19,7 @@ short_conv = 0                    # no short convolution: the window layers do t
 dropout = 0.1
 dropout_site = 'vpad'
 weight_decay = 0.0
-batch_size = 8                    # core.bench --only=saved: ~0.19 GiB per layer per 4096-token row in bf16, 12 x 8 rows ~20 GB
+batch_size = 8                    # tools.bench --only=saved: ~0.19 GiB per layer per 4096-token row in bf16, 12 x 8 rows ~20 GB
 gradient_accumulation_steps = 8   # 8 x 8 x 4096 = 262K tokens per step, whatever the GPU count
 learning_rate = 6e-4
 max_iters = 20000

@@ -10,24 +10,22 @@ its settings, log, eval and mismatch), committed with the summary: a grid whose 
 fresh clone, another machine, a session that ended) counts those runs as done and trains only the rest.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import contextlib  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
+import contextlib
+import io
+import json
+import os
+import sys
 
-import torch  # noqa: E402
+import torch
 
-import eval_lengths  # noqa: E402
-import sample_data  # noqa: E402
-from core import rundir  # noqa: E402
-from core.mismatch import dropout_mismatch  # noqa: E402
-from study import files  # noqa: E402
-from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag  # noqa: E402
+import eval_lengths
+import sample_data
+from base import rundir
+from tools.mismatch import dropout_mismatch
+from study import files
+from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
 
 
 def record_wrong(name, record):
@@ -135,7 +133,7 @@ def measure_mismatch(runs, compute=True):
     """Train-vs-eval mismatch of every finished run at its own dropout site: mismatch.dropout_mismatch
     on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
     noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
-    (ablate_mismatch.json; compute=False only reads it). `python -m core.mismatch RUN_DIR` prints the
+    (ablate_mismatch.json; compute=False only reads it). `python -m tools.mismatch RUN_DIR` prints the
     per-layer values for every site."""
     for run in runs:
         if run.state != 'done' or run.recorded:

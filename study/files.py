@@ -1,6 +1,6 @@
 """
 A study's files, named in one place: what ablate.py and its children write into a run dir beside
-train.py's own (core/rundir.py names those), into a study's results_dir and its grid's folder, and
+train.py's own (base/rundir.py names those), into a study's results_dir and its grid's folder, and
 where a study config is found by its name; with the lock two ablate.py on one study take for its
 summary, and the one reading of a summary, cache or record.
 """
@@ -10,7 +10,7 @@ import fcntl
 import json
 import os
 
-from core import rundir
+from base import rundir
 
 # in a run dir
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it

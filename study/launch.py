@@ -16,7 +16,7 @@ import time
 import torch
 
 from configurator import items
-from core import rundir
+from base import rundir
 from study import files
 from study.evals import evaluate, evaluated, measure_mismatch
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,

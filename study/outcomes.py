@@ -10,7 +10,7 @@ import statistics
 
 import eval_lengths
 from configurator import items
-from core import rundir
+from base import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
 from study.stats import (DELTA, TESTS, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,

@@ -7,17 +7,15 @@ the first two from a committed results.json alone (accuracy_vs_step.png needs th
     python -m study.plots results/<study>/results.json ...
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import os  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
+import os
+import statistics
+import sys
 
-import eval_lengths  # noqa: E402
-from study import files  # noqa: E402
-from study.stats import at_point, fixed_steps, range_text  # noqa: E402
+import eval_lengths
+from study import files
+from study.stats import at_point, fixed_steps, range_text
 
 
 def step_curves(runs):

@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 
-from core import rundir
+from base import rundir
 from study import files
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of

@@ -5,26 +5,24 @@ stopped (ablate.py's local grid and study/launch.py's jobs alike). A run is a Ru
 ablate.plan; the grid, the eval and the summary fill in the rest.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # noqa: F401  (first: a script's Ctrl-C at start-up is one line, configurator.startup)
 
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import shlex  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import IO, Optional, Union  # noqa: E402
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Optional, Union
 
-import sample_data  # noqa: E402
-from core import rundir  # noqa: E402
-from core.schedule import with_settings  # noqa: E402
-from study import files  # noqa: E402
+import sample_data
+from base import rundir
+from base.schedule import with_settings
+from study import files
 
 # ablate.py's keys that say how the runs are scheduled, not what they are: left out of the results' command
 # (--arms is not among them: a grid of some arms is another grid, whose summary never replaces the study's)

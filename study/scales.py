@@ -11,18 +11,16 @@ Holm p (within its own study's family) and label, and whether the small model's 
     python -m study.scales --check    # exit 1 if a table is not what the results give
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import os  # noqa: E402
-import sys  # noqa: E402
+import os
+import sys
 
-from core import rundir  # noqa: E402
-from study import files  # noqa: E402
+from base import rundir
+from study import files
 
-from study.stats import DELTA, decision, fixed_steps, fmt_p, verdict, within  # noqa: E402
-from study.verdicts import ROOT, load, with_table  # noqa: E402
+from study.stats import DELTA, decision, fixed_steps, fmt_p, verdict, within
+from study.verdicts import ROOT, load, with_table
 
 # the views, small first (its verdicts are the ones tested): (study, model, which point, the point as the
 # tables name it until the study has results); 'late': the study's late point, 'fit_plus': its runs read near

@@ -15,8 +15,7 @@ from typing import NamedTuple
 
 import eval_lengths
 from configurator import configure, items, unknown_key
-from core.checks import check_config
-from core.schedule import snapshots_of
+from train import check_config
 from study.outcomes import parse_term
 from study.stats import CHANGE, early_late
 
@@ -31,6 +30,8 @@ class Planned(NamedTuple):
     argv: list        # train.py's arguments that make it (init_from_study's --init_from not yet among them)
     cfg: dict         # the exact settings train.py will use, checked as train.py checks them
     tasks: list       # its eval tasks
+    snapshots: tuple  # a trunk's snapshots (train.check_config's), () for a run that is no trunk
+    fixed: bool       # whether they are steps of its training (snapshots_at_iter), not steps past its fit
 
 
 def fail(msg):
@@ -164,9 +165,8 @@ def check(cfg, passed, selected, train_settings):
                  f"study config, not in common or an arm")
         for seed in seeds:
             run = run_settings(cfg, arm, seed, passed, train_settings, variants)
-            snapshots, fixed = snapshots_of(run.cfg)
-            if snapshots:
-                kinds[arm] = fixed
+            if run.snapshots:
+                kinds[arm] = run.fixed
             runs.append(run)
 
     # one kind of point in a study
@@ -222,10 +222,11 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
         run_cfg = configure(train_settings, argv, quiet=True)
         # init_from: see study.runs.check_sources; the device and memory only where the runs run here (not
         # a job's node)
-        eval_tasks, quick, _, model = check_config({**run_cfg, 'init_from': 'scratch'}, train_settings,
-                                                   here=cfg['launcher'] == 'local')
+        checked = check_config({**run_cfg, 'init_from': 'scratch'}, here=cfg['launcher'] == 'local')
     except SystemExit as e:
         fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
+    eval_tasks, quick, model, snapshots, fixed = (checked.eval_tasks, checked.quick, checked.model, checked.snapshots,
+                                                  checked.fixed)
     if variants and not model.has_rope():
         fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r} rescale RoPE layers, and its model has none")
     if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
@@ -239,7 +240,6 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
              f"({', '.join(eval_tasks)})")
     # a trunk (a run with snapshots): early_snapshot and late_snapshot two of its snapshots, the late one
     # its own stop (its own final eval is the uncooled model there)
-    snapshots, fixed = snapshots_of(run_cfg)
     key = 'snapshots_at_iter' if fixed else 'snapshots_after_fit'
     for k in ('early_snapshot', 'late_snapshot'):
         if cfg[k] and cfg[k] not in snapshots:
@@ -261,7 +261,7 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
         if early >= late or late != run_cfg[stop]:
             fail(f"arm '{arm}': early_snapshot={early} must come before late_snapshot={late}, and that one "
                  f"be the trunk's stop, {stop}={run_cfg[stop]}")
-    return Planned(arm, seed, run_dir, argv, run_cfg, eval_tasks)
+    return Planned(arm, seed, run_dir, argv, run_cfg, eval_tasks, snapshots, fixed)
 
 
 def flags(overrides, seed):

@@ -11,7 +11,7 @@ import shlex
 
 import eval_lengths
 from configurator import items
-from core import rundir
+from base import rundir
 from study import files
 from study.evals import evaluated as is_evaluated, recall
 from study.outcomes import find_fit, summarize

@@ -6,21 +6,19 @@ it after a grid; from a committed results.json alone (its runs need not be here)
     python -m study.tables results/<study>/results.json ...     # rewrites results.md beside each
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-from collections import Counter  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
+from collections import Counter
+import json
+import os
+import sys
 
-from core import rundir  # noqa: E402
-from study import files  # noqa: E402
-from study.evals import MISMATCH_MASKS, MISMATCH_ROWS  # noqa: E402
-from study.outcomes import rederive  # noqa: E402
-from study.verdicts import side  # noqa: E402
-from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, label_rule, named_changes,  # noqa: E402
+from base import rundir
+from study import files
+from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
+from study.outcomes import rederive
+from study.verdicts import side
+from study.stats import (DELTA, at_point, decision, fixed_steps, fmt_p, label_rule, named_changes,
                          point_text, range_text, second_analysis, verdict)
 
 
@@ -459,7 +457,7 @@ def format_markdown(results):
         cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
         lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise "
                   f"reaches ('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, "
-                  f"{MISMATCH_MASKS} masks; `python -m core.mismatch RUN_DIR` gives it per layer and site). Token shift: "
+                  f"{MISMATCH_MASKS} masks; `python -m tools.mismatch RUN_DIR` gives it per layer and site). Token shift: "
                   "the conditional mean shift per token, E over masks of y given x against x; batch shift: the same "
                   "for the per-coordinate batch mean; both in eval standard deviations with the mask-noise floor "
                   "(last column) subtracted (0 = kept); var ratio: train / eval variance (1 = kept); at the layers' "

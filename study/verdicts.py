@@ -12,18 +12,16 @@ beside the point of the map its recipe sits at.
     python -m study.verdicts --check    # exit 1 if results/README.md's table is not what the results give
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import os  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
+import os
+import statistics
+import sys
 
-from core import rundir  # noqa: E402
-from study import files  # noqa: E402
+from base import rundir
+from study import files
 
-from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text,  # noqa: E402
+from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, fmt_p, point_text,
                          range_text, second_analysis, t_interval, verdict, within)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

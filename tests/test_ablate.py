@@ -16,7 +16,7 @@ import torch
 
 import ablate as abl           # the module; ablate() below runs the script
 import eval_lengths as E
-from core import rundir
+from base import rundir
 import train
 from ablate import main as ablate_main
 from study import evals, files, launch, outcomes, plots, reproduce, settings, stats, summary, tables

@@ -44,20 +44,20 @@ sys.meta_path.insert(0, Probe())
 # each command as a user types it (less `python`), and the module whose import it is stopped in
 ENTRY_POINTS = [
     (['train.py', 'config/vpad.py', '--out_dir={w}/run', '--data_dir={w}/data'], 'torch'),
-    (['train.py', 'config/vpad.py', '--out_dir={w}/run', '--data_dir={w}/data'], 'core.schedule'),  # torch loaded
+    (['train.py', 'config/vpad.py', '--out_dir={w}/run', '--data_dir={w}/data'], 'base.schedule'),  # torch loaded
     (['eval_lengths.py', '--out_dirs={w}/run'], 'torch'),
     (['eval_lengths.py', '--out_dirs={w}/run'], 'sample_data'),                                # torch loaded
     (['ablate.py', 'config/study_quick.py', '--grid_dir={w}/grid', '--results_dir={w}/results'], 'torch'),
     (['ablate.py', 'config/study_quick.py', '--grid_dir={w}/grid', '--results_dir={w}/results'], 'study.reproduce'),
     (['sample_data.py', '--data_dir={w}/data'], 'numpy'),
-    (['-m', 'core.bench', '--only=sites'], 'torch'),
-    (['-m', 'core.mismatch'], 'torch'),
+    (['-m', 'tools.bench', '--only=sites'], 'torch'),
+    (['-m', 'tools.mismatch'], 'torch'),
     (['-m', 'study.evals', '{{}}'], 'torch'),             # ablate.py's child for a run's final eval
-    (['-m', 'study.runs', '{{}}'], 'core.rundir'),             # ablate.py's child that rebuilds a snapshot
+    (['-m', 'study.runs', '{{}}'], 'base.rundir'),             # ablate.py's child that rebuilds a snapshot
     (['-m', 'study.tables', '{w}/results.json'], 'torch'),
     (['-m', 'study.plots', '{w}/results.json'], 'torch'),
-    (['-m', 'study.verdicts', '--check'], 'core.rundir'),
-    (['-m', 'study.scales', '--check'], 'core.rundir'),
+    (['-m', 'study.verdicts', '--check'], 'base.rundir'),
+    (['-m', 'study.scales', '--check'], 'base.rundir'),
 ]
 
 

@@ -2,6 +2,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import eval_lengths as E
-from core import kernels
+from base import kernels
 import model as M
 import sample_data
 from model import GPT, GPTConfig
@@ -141,11 +142,16 @@ def test_ending_before_the_answer_is_scored_wrong(tok):
 
 
 def test_one_x_is_the_longest_training_document(tok):
-    """An example at 1x counts its answer and end marker, as a training document of block_size does."""
-    end = len(tok.encode(sample_data.END))
-    for task in ('niah_single', 'niah_multikey', 'niah_multivalue'):
-        for ex in sample_data.eval_examples(task, tok, 160, 5):
-            assert len(ex.prompt) + len(ex.answer) + end == 160
+    """The longest training document the packer can draw is a whole row, block_size tokens (its length is
+    drawn up to the row's room): built here at 160, it holds as many tokens as a 1x example at 160 with its
+    answer and end marker, and it ends with the same end marker."""
+    end = tok.encode(sample_data.END)
+    for task in ('niah_single', 'niah_multikey', 'niah_multivalue', 'mqar'):
+        doc, mask, ex = sample_data.make_document(task, tok, 160, random.Random(0))
+        assert len(doc) == len(mask) == 160 and doc[-len(end):] == end
+        assert sum(mask) == sum(e - s for s, e in ex.value_spans) > 0         # the answer is in it, scored
+        for example in sample_data.eval_examples(task, tok, 160, 5):
+            assert len(example.prompt) + len(example.answer) + len(end) == len(doc)
 
 
 def test_a_length_that_will_not_fit_is_refused_with_the_estimate(tok):

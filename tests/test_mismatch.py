@@ -1,4 +1,4 @@
-"""core/mismatch.py: the train-vs-eval mismatch diagnostic on planted shifts and on the dropout sites, and
+"""tools/mismatch.py: the train-vs-eval mismatch diagnostic on planted shifts and on the dropout sites, and
 its command's one-line errors."""
 import math
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from core import mismatch
-from core.mismatch import dropout_mismatch
+from tools import mismatch
+from tools.mismatch import dropout_mismatch
 from model import GPT, SITES, Dropout, GPTConfig
 
 
@@ -90,7 +90,7 @@ def test_mismatch_diagnostic_separates_the_sites():
 
 
 def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, capsys):
-    """`python -m core.mismatch RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
+    """`python -m tools.mismatch RUN_DIR`: no checkpoint, another project's checkpoint, or a run whose data
     is gone each end in one line that names the path, never a traceback."""
 
     def diagnose(*args):            # in this process: a SystemExit with a message is all Python prints
@@ -103,11 +103,11 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, caps
         torch.set_rng_state(rng)
         assert code == 0 or isinstance(code, str) and len(code.splitlines()) == 1, code
         return code
-    assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python -m core.mismatch [RUN_DIR')
+    assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python -m tools.mismatch [RUN_DIR')
     assert diagnose(tmp_path, 'extra').startswith('unknown argument(s)')        # not a second run, silently ignored
     assert 'is not a readable checkpoint' in diagnose(tmp_path)
     assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
-    assert diagnose('--chek').startswith('unknown argument(s) --chek: python -m core.mismatch [RUN_DIR')
+    assert diagnose('--chek').startswith('unknown argument(s) --chek: python -m tools.mismatch [RUN_DIR')
     # a ckpt path is taken as one
     assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')

@@ -1,3 +1,4 @@
+import contextlib
 import math
 import os
 import subprocess
@@ -9,11 +10,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from core import kernels
+from base import kernels
 import model as M
-from core.bench import saved_for_backward_bytes   # the measure of core/bench.py's saved-memory section
-from core.kernels import CompiledOrEager, ssd_scan_fast
-from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential, vpad, vpad_reference
+from tools.bench import saved_for_backward_bytes   # the measure of tools/bench.py's saved-memory section
+from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential, vpad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,9 +27,13 @@ def tiny(**kw):
 
 @pytest.fixture
 def eager():
-    kernels.USE_COMPILE = False
-    yield
-    kernels.USE_COMPILE = True
+    with kernels.eager():
+        yield
+
+
+def ssd_scan_fast(*args, **kw):
+    """model.ssd_scan through base/kernels.py's fast path, as the mixer runs it."""
+    return ssd_scan(*args, **kw, fast=True)
 
 
 def shifted_normal(n, c, seed=0):
@@ -58,32 +62,40 @@ def test_vpad_preserves_coordinate_mean_and_variance(eager):
     assert (d.var(0) / x.var(0)).mean() > 2
 
 
-def test_vpad_has_the_moments_and_structure_of_its_reference(eager):
-    """The fast vpad (int16 masks, p quantized to 1/65536) against vpad_reference, the definition:
-    the same per-coordinate mean and variance, a dropped element is exactly mu, a kept one is
-    mu + (x - mu) / sqrt(1 - p), and the dropped fraction is p."""
+@pytest.mark.parametrize('op', [vpad, M.inverted_dropout])
+def test_fast_dropout_equals_its_readable_definition(op, eager):
+    """The fused kernel (fast=True) and the readable code beside it, given the same mask (the same seed):
+    the same output and the same gradient, to float rounding (the kernel multiplies by 1/sqrt(1-p) where the
+    definition divides by sqrt(1-p))."""
+    x = shifted_normal(2000, 16).requires_grad_()
+    outs = []
+    for fast in (False, True):
+        torch.manual_seed(1)
+        y = op(x, 0.3, fast)
+        outs.append((y, *torch.autograd.grad((y * y).sum(), x)))
+    for ref, got in zip(*outs):
+        torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_vpad_drops_to_the_mean_and_rescales_what_it_keeps(eager):
+    """A dropped element is exactly mu, a kept one is mu + (x - mu) / sqrt(1 - p), and the dropped
+    fraction is p, fast and readable alike."""
     p, n = 0.3, 40000
     x = shifted_normal(n, 16)
-    torch.manual_seed(1)
-    fast = vpad(x, p)
-    ref = vpad_reference(x, p)
-    se_mean = 5 * x.std(0) / math.sqrt(n)
-    assert ((fast.mean(0) - ref.mean(0)).abs() < 2 * se_mean).all()
-    assert ((fast.var(0) / ref.var(0) - 1).abs() < 10 * math.sqrt(2 / n) * 2).all()
     mu = x.mean(0)
-    dropped = (fast - mu).abs() < 1e-6
-    kept = ((fast - mu) - (x - mu) / math.sqrt(1 - p)).abs() < 1e-4
-    assert (dropped | kept).all()
-    assert abs(dropped.float().mean().item() - p) < 0.01
-    # the reference itself is VPAD: mean and variance kept
-    assert ((ref.mean(0) - x.mean(0)).abs() < se_mean).all()
-    assert ((ref.var(0) / x.var(0) - 1).abs() < 5 * math.sqrt(2 / n) * 2).all()
+    for fast in (False, True):
+        torch.manual_seed(1)
+        y = vpad(x, p, fast)
+        dropped = (y - mu).abs() < 1e-6
+        kept = ((y - mu) - (x - mu) / math.sqrt(1 - p)).abs() < 1e-4
+        assert (dropped | kept).all()
+        assert abs(dropped.float().mean().item() - p) < 0.01
 
 
 def test_vpad_identity_in_eval_and_at_p0(eager):
     x = shifted_normal(100, 8)
     assert vpad(x, 0.0) is x
-    drop = M.Dropout(0.5, affine=True).eval()
+    drop = M.Dropout(0.5, affine=True, fast=True).eval()
     assert torch.equal(drop(x), x)
     drop.train()
     assert not torch.equal(drop(x), x)
@@ -93,11 +105,11 @@ def test_vpad_gradient_is_mask_over_sqrt_keep(eager):
     p = 0.25
     x = shifted_normal(512, 32).requires_grad_()
     torch.manual_seed(0)
-    y = vpad(x, p)
+    y = vpad(x, p, fast=True)
     y.backward(torch.ones_like(y))
-    threshold, p_eff = kernels._quantize(p)
     torch.manual_seed(0)
-    keep = kernels._random_int16(x) >= threshold
+    r, threshold, p_eff = M.draw_mask(x, p)
+    keep = r >= threshold
     assert torch.equal(x.grad, keep / math.sqrt(1 - p_eff))
     mu = x.detach().mean(0)
     dropped = ~keep
@@ -108,13 +120,12 @@ def test_vpad_gradient_is_mask_over_sqrt_keep(eager):
 def test_vpad_compiled_equals_eager():
     x = shifted_normal(4 * 64, 48).view(4, 64, 48).requires_grad_()
     outs = []
-    for compiled in (False, True):
-        kernels.USE_COMPILE = compiled
-        torch.manual_seed(3)
-        y = vpad(x, 0.2)
-        (g,) = torch.autograd.grad((y * y).sum(), x)
+    for run in (kernels.eager, contextlib.nullcontext):
+        with run():
+            torch.manual_seed(3)
+            y = vpad(x, 0.2, fast=True)
+            (g,) = torch.autograd.grad((y * y).sum(), x)
         outs.append((y.detach(), g))
-    kernels.USE_COMPILE = True
     assert ran_compiled(kernels.vpad_kernel), "the compiled kernel was not used"
     torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-6, atol=1e-6)
@@ -193,8 +204,8 @@ def test_ssd_scan_written_out_backward_equals_autograd_of_sequential_loop_float6
 
 @pytest.mark.parametrize("groups", [1, 2])
 def test_fast_scan_equals_the_readable_chunked_scan_float64(groups):
-    """kernels.ssd_scan_fast (no scan inside a chunk, a written-out backward) against model.ssd_scan,
-    the same algorithm in plain tensor ops with autograd's backward: the outputs, the final state and
+    """ssd_scan's fast path, kernels.ssd_scan_fast (no scan inside a chunk, a written-out backward), against
+    its readable steps, the same algorithm in plain tensor ops with autograd's backward: the outputs, the final state and
     the gradients of every input, t = 37 over chunks of 8 (a padded tail)."""
     args = [a.requires_grad_() for a in random_scan_inputs(2, 37, 4, 3, 5, torch.float64, groups=groups)]
     loss = weighted_loss(37, 4, 3, 5)
@@ -208,7 +219,7 @@ def test_fast_scan_equals_the_readable_chunked_scan_float64(groups):
 
 
 def test_fast_scan_backward_takes_the_expanded_gradient_of_a_sum():
-    """y.sum() hands the backward a gradient with stride 0 (core/bench.py's scan section does this): the
+    """y.sum() hands the backward a gradient with stride 0 (tools/bench.py's scan section does this): the
     written-out backward gives autograd's gradients of the sequential loop there too."""
     args = [a.requires_grad_() for a in random_scan_inputs(1, 32, 4, 3, 5, torch.float64, groups=1)]
     g_ref = torch.autograd.grad(ssd_scan_sequential(*args)[0].sum(), args)
@@ -227,7 +238,7 @@ def test_ssd_scan_gradients_match_sequential_loop(scan):
 
 
 def test_compiled_ssd_scan_equals_sequential_loop():
-    """ssd_scan_fast under torch.compile (Inductor, as in a compiled model; here on a CPU), in one
+    """ssd_scan's fast path under torch.compile (Inductor, as in a compiled model; here on a CPU), in one
     graph: the outputs and gradients of the sequential loop, one B, C for all heads as in the mixer."""
     args = [a.requires_grad_() for a in random_scan_inputs(1, 40, 4, 3, 4, torch.float32, groups=1)]
     y_ref, s_ref = ssd_scan_sequential(*args)
@@ -297,7 +308,7 @@ def test_causal_conv_silu_equals_the_depthwise_conv1d_it_replaces(T, use_compile
     g = torch.randn(2, T, 6)
     outs = []
     for f in (lambda: F.silu(conv(x.transpose(1, 2))[..., :T].transpose(1, 2)),
-              lambda: M.causal_conv_silu(x, conv.weight, conv.bias)):
+              lambda: M.causal_conv_silu(x, conv.weight, conv.bias, fast=True)):
         x.grad = conv.weight.grad = conv.bias.grad = None
         y = f()
         y.backward(g)
@@ -313,30 +324,72 @@ def test_causal_conv_silu_in_bfloat16_returns_bfloat16_and_fp32_weight_grads(eag
     x is bf16, those of the fp32 parameters fp32; all within bf16 rounding of the fp32 op."""
     torch.manual_seed(0)
     conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3)
-    x = torch.randn(2, 9, 6).bfloat16().requires_grad_()
-    y = M.causal_conv_silu(x, conv.weight, conv.bias)
-    y.float().sum().backward()
-    assert ((y.dtype, x.grad.dtype, conv.weight.grad.dtype, conv.bias.grad.dtype)
-            == (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32))
-    ref = F.silu(conv(x.detach().float().transpose(1, 2))[..., :9].transpose(1, 2))
-    torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
+    x0 = torch.randn(2, 9, 6).bfloat16()
+    ref = F.silu(conv(x0.float().transpose(1, 2))[..., :9].transpose(1, 2))
+    for fast in (False, True):
+        x = x0.clone().requires_grad_()
+        conv.weight.grad = conv.bias.grad = None
+        with torch.autocast('cpu', dtype=torch.bfloat16):        # the readable conv computes in fp32 all the same
+            y = M.causal_conv_silu(x, conv.weight, conv.bias, fast)
+        y.float().sum().backward()
+        assert ((y.dtype, x.grad.dtype, conv.weight.grad.dtype, conv.bias.grad.dtype)
+                == (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32))
+        torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
 
 
-def test_gated_norm_compiled_equals_eager(monkeypatch):
-    """Mamba2's skip + gate + output norm, RMSNorm((y + D x) * silu(z)) * weight, as one compiled
-    kernel: the same output and gradients as the ops run one by one."""
+def test_gated_norm_fused_equals_the_ops_one_by_one():
+    """Mamba2's skip + gate + output norm, RMSNorm((y + D x) * silu(z)) * weight: compiled into one kernel
+    (the fast path) it gives the output and gradients of the readable code run op by op."""
     torch.manual_seed(0)
-    norm = M.GatedRMSNorm(12)
     y, x, z = (torch.randn(2, 5, 3, 4, requires_grad=True) for _ in range(3))
     D = torch.randn(3, requires_grad=True)
     outs = []
-    for use_compile in (False, True):
-        monkeypatch.setattr(kernels, 'USE_COMPILE', use_compile)
+    for fast in (False, True):
+        norm = M.GatedRMSNorm(12, fast)
         out = norm(y, x, D, z.flatten(2))
         outs.append((out, *torch.autograd.grad(out.square().sum(), (y, x, D, z, norm.weight))))
-    assert ran_compiled(kernels.skip_gate_norm)
+    assert ran_compiled(M.gated_rms_norm_fused)
     for ref, got in zip(*outs):
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def train_a_few_steps(cfg, steps=4):
+    """AdamW steps of a fresh GPT(cfg) on fixed random batches, each step's masks from a fixed seed. ->
+    (the losses, the first step's gradients by name)"""
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    losses, grads = [], None
+    for step in range(steps):
+        batch = torch.randint(0, cfg.vocab_size, (4, cfg.block_size + 1), generator=g)
+        torch.manual_seed(100 + step)
+        _, loss = model(batch[:, :-1], batch[:, 1:])
+        loss.backward()
+        grads = grads or {n: p.grad.clone() for n, p in model.named_parameters()}
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, grads
+
+
+@pytest.mark.parametrize('pattern, site', [('A', 'vpad'), ('A', 'pre_norm'), ('M', 'vpad'), ('M', 'pre_linear')])
+def test_the_readable_model_trains_as_the_fast_one(pattern, site, monkeypatch):
+    """fast_kernels=False runs model.py's readable definitions alone (every base/kernels.py entry point is
+    made to fail): from the same weights, over the same batches and masks, 4 AdamW steps give the fast
+    path's losses within rtol 1e-5 and its first gradients within rtol 1e-4, atol 1e-6 (float32: the two
+    sum in other orders)."""
+    cfg = dict(block_pattern=pattern, dropout=0.1, dropout_site=site, short_conv=2 if pattern == 'A' else 0)
+    with kernels.eager():
+        fast = train_a_few_steps(tiny(**cfg))
+    for name in ('masked_scale', 'ssd_scan_fast', 'CausalConvSilu'):
+        monkeypatch.setattr(kernels, name, None)
+    monkeypatch.setattr(M, 'gated_rms_norm_fused', None)
+    readable = train_a_few_steps(tiny(**cfg, fast_kernels=False))
+    torch.testing.assert_close(readable[0], fast[0], rtol=1e-5, atol=0)
+    assert fast[1].keys() == readable[1].keys()
+    for name, g in fast[1].items():
+        torch.testing.assert_close(readable[1][name], g, rtol=1e-4, atol=1e-6, msg=name)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -478,12 +531,16 @@ def site_model(site, state=None):
 
 
 def test_one_state_dict_loads_into_all_sites_and_eval_is_identical():
-    base = site_model('none')
+    """Every site's model holds the same parameters (a strict load across sites) and, in eval mode, computes
+    the same logits as VPAD's; in training mode 'none' still does (no noise anywhere), every other site not."""
+    base = site_model('vpad')
     idx = torch.randint(0, 64, (2, 40))
-    ref = all_logits(base.eval(), idx)
-    for site in SITES:
-        m = site_model(site, base.state_dict()).eval()
-        assert torch.equal(all_logits(m, idx), ref), site
+    with torch.no_grad():
+        ref = all_logits(base.eval(), idx)
+        for site in SITES:
+            m = site_model(site, base.state_dict())
+            assert torch.equal(all_logits(m.eval(), idx), ref), site
+            assert torch.equal(all_logits(m.train(), idx), ref) == (site == 'none'), site
 
 
 @pytest.mark.parametrize("site", SITES)

@@ -581,7 +581,7 @@ def test_cli_runs_and_a_refusal_is_one_line_on_stderr(tmp_path):
            "--num_tokens=2000", "--tasks=niah_multikey,json_kv"]
     r = subprocess.run([*run, "--data_seed=3"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
-    # data generation loads no torch (core/rundir.py imports it only where a checkpoint or device needs it)
+    # data generation loads no torch (base/rundir.py imports it only where a checkpoint or device needs it)
     r2 = subprocess.run([sys.executable, "-c", "import sys, sample_data; print('torch' in sys.modules)"],
                         capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r2.stdout.strip() == "False", r2.stderr
@@ -629,7 +629,7 @@ def test_a_corpus_larger_than_the_free_space_is_refused_before_writing(tmp_path)
 def test_a_full_disk_that_numpy_reports_without_errno_is_named_as_such(tmp_path, monkeypatch):
     """numpy's tofile on a full disk raises OSError("N requested and M written") with no errno:
     the line still says the device is full (the free space is checked), not "OSError; fix that"."""
-    from core import rundir
+    from base import rundir
     monkeypatch.setattr(rundir, "_free_bytes", lambda path: 0)
     with pytest.raises(SystemExit) as e:
         with rundir.writing(str(tmp_path / "d"), "the corpus", "rerun"):

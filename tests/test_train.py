@@ -17,10 +17,9 @@ import pytest
 import torch
 
 import eval_lengths
-from core import rundir
+from base import rundir
 import sample_data
-from core import checks
-from core import schedule
+from base import schedule
 import train
 from configurator import configure, settings_of
 from model import GPTConfig
@@ -219,7 +218,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
     path = str(tmp_path / 'ckpt.pt')
     good = {**dict.fromkeys(rundir.CHECKPOINT_KEYS), 'iter_num': 1, 'w': torch.arange(10.0)}
     rundir.save_checkpoint(good, path)
-    code = ("import os, signal\nfrom core import rundir\n"   # killed with the new bytes written, before the rename
+    code = ("import os, signal\nfrom base import rundir\n"   # killed with the new bytes written, before the rename
             "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
@@ -572,8 +571,9 @@ def killed_and_resumed(plant, args, killed, cfg, k, snapshots, reference, kills,
         pb = params(os.path.join(killed, d))
         assert all(torch.equal(pa[k], pb[k]) for k in pa), d
     trunk = {'out_dir': killed, 'cooldown_iters': 3, **cfg}
-    cut = schedule.branch_argv([*args, f'--out_dir={killed}'], trunk, k)
-    branch = schedule.branch_overrides(trunk, k)['out_dir']
+    fixed = 'snapshots_at_iter' in cfg
+    cut = schedule.branch_argv([*args, f'--out_dir={killed}'], trunk, k, fixed)
+    branch = schedule.branch_overrides(trunk, k, fixed)['out_dir']
     with pytest.raises(RuntimeError, match='killed'):
         plant.run(*cut, '--init_from=resume', kill=kills[1])
     assert torch.load(os.path.join(branch, 'ckpt.pt'), weights_only=True)['iter_num'] == at
@@ -597,7 +597,7 @@ def test_a_lost_snapshot_is_rebuilt_by_the_trunk_trained_again_and_its_branch_en
     plant.run(*args)
     branch_dir = os.path.join(trunk, 'cooldown2')
     first_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)['model']
-    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3}, 2)
+    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3}, 2, False)
     plant.run(*argv, '--init_from=resume')
     first_log, first = log(branch_dir), params(branch_dir)
     shutil.rmtree(branch_dir)
@@ -692,7 +692,7 @@ def test_a_lost_snapshot_at_a_fixed_step_is_rebuilt_and_its_branch_ends_the_same
     plant.run(*args)
     branch_dir = os.path.join(trunk, 'at2')
     first_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)['model']
-    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3, 'snapshots_at_iter': '2,6'}, 2)
+    argv = schedule.branch_argv(args, {'out_dir': trunk, 'cooldown_iters': 3, 'snapshots_at_iter': '2,6'}, 2, True)
     plant.run(*argv, '--init_from=resume')
     first_log, first = log(branch_dir), params(branch_dir)
     shutil.rmtree(branch_dir)
@@ -734,7 +734,7 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
                           ({'snapshots_at_iter': '4,6', 'max_iters': 6},
                            'snapshots_at_iter needs branches that decay')):
         with pytest.raises(SystemExit, match=words) as e:
-            checks.check_config({**base, **change}, settings_of(vars(train)), here=False)
+            train.check_config({**base, **change}, here=False)
         assert len(str(e.value.code).splitlines()) == 1
 
 
@@ -860,11 +860,10 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
     ignores, train the model the defaults train: check_config says so, one note each (a note, not
     a refusal: a base config may set them for a recipe that used them)."""
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}'])
-    defaults = settings_of(vars(train))
 
     def note(**kw):
         cfg = {**base, **kw}
-        return checks.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in checks.MODEL_KEYS}, vocab_size=1), defaults)
+        return train.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in train.MODEL_KEYS}, vocab_size=1))
     assert note() == [] and note(window=16) == []           # TINY: nope_every=2, so one layer of two uses RoPE
     assert note(nope_every=1, window=16) == [
         "window=16 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
@@ -882,13 +881,16 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
                                                             '(the decay runs over the last steps before max_iters)']
     assert note(cooldown_iters=100) == []                   # it decays over the last 100 steps before max_iters
     capsys.readouterr()
-    checks.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')}, defaults)
+    train.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
     assert 'note: window=16 has no effect' in capsys.readouterr().out
 
 
 def schedule_of(cfg, fit=None):
-    """schedule.Schedule of cfg (no cooldown_iters, no snapshots unless given) for a run fit at `fit`."""
-    return schedule.Schedule({'cooldown_iters': 0, 'snapshots_after_fit': '', 'fit_accuracy': 0.95, **cfg}, fit)
+    """schedule.Schedule of cfg (no cooldown_iters, no snapshots unless given) for a run fit at `fit`, its
+    snapshots as check_schedule parses them."""
+    cfg = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': '', 'fit_accuracy': 0.95,
+           'steps_after_fit': 0, **cfg}
+    return schedule.Schedule(cfg, fit, *schedule.check_schedule(cfg))
 
 
 def lr(it, cfg, fit=None):

@@ -1,9 +1,9 @@
 """
 Performance figures, each a ratio against a baseline measured in the same run.
 
-    python -m core.bench                  # all CPU sections
-    python -m core.bench --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
-    python -m core.bench --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
+    python -m tools.bench                  # all CPU sections
+    python -m tools.bench --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
+    python -m tools.bench --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
 
 Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
 comes and goes on a shared machine hits every variant alike, and print the median with the spread
@@ -11,24 +11,22 @@ comes and goes on a shared machine hits every variant alike, and print the media
 are not ranked. Rerun before believing a small difference.
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import os  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import os
+import statistics
+import subprocess
+import sys
+import time
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-import model as M  # noqa: E402
-from configurator import configure, settings_of  # noqa: E402
-from model import GPT, SITES, GPTConfig, ssd_scan, ssd_scan_sequential  # noqa: E402
-from core import kernels  # noqa: E402
-from core.kernels import CompiledOrEager, ssd_scan_fast  # noqa: E402
+import model as M
+from configurator import configure, settings_of
+from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential
+from base import kernels
+from base.kernels import ssd_scan_fast
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -219,7 +217,7 @@ def bench_scan():
 
 MEMORY_CODE = """
 import resource, sys, torch
-from model import GPT, GPTConfig
+from model import GPT, CompiledOrEager, GPTConfig
 arch, T = sys.argv[1], int(sys.argv[2])
 cfg = dict(vocab_size=2048, block_size=128, n_layer=4, n_head=4, n_embd=128, short_conv=0, dropout_site='none')
 cfg.update(dict(window=dict(window=64, nope_every=0), mamba2=dict(block_pattern='M'))[arch])

@@ -47,7 +47,8 @@ def pick_dtype(dtype, device):
 
 
 # settings train.py gained after runs were committed: a checkpoint without one trained as this value does
-ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': '', 'distractors': 0.0}
+ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': '', 'distractors': 0.0,
+         'fast_kernels': True}
 
 # the files train.py and eval_lengths.py write into a run dir: every other module asks for them here (a study's
 # own files beside them are named in study/files.py)
@@ -64,7 +65,7 @@ def branch_dir(out_dir, k, fixed=False):
     return os.path.join(out_dir, f"{'at' if fixed else 'cooldown'}{k}")
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: core/ is one folder down
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: base/ is one folder down
 
 
 def git(*args):

@@ -1,25 +1,34 @@
 """
 The fast paths behind model.py, to skip on a first read. Each kernel computes the numbers of its
-definition in model.py in fewer kernels and with less memory saved for backward, and
-tests/test_model.py checks each against that definition, compiled and eager; bench.py times them.
+readable definition in model.py (the `fast=False` branch at its call) in fewer kernels and with less
+memory saved for backward; tests/test_model.py checks each against that definition, compiled and eager,
+and tools/bench.py times them. They take tensors model.py has prepared, and import nothing of the repo.
 Top to bottom:
 
-  USE_COMPILE, compiled    torch.compile of one function, op by op when off or when the compiler fails
-  CompiledOrEager          the whole model under torch.compile, eager if compiling fails (train.py)
-  masked_scale             vpad and inverted_dropout (vpad_kernel, dropout_kernel): masks from 16-bit
-                           random slices, one fused kernel, a backward that keeps only the mask
-  ssd_scan_fast            ssd_scan: the chunked scan with a written-out backward, no scan inside a chunk
+  compiled, eager          torch.compile of one function; op by op inside `with eager():` or without a compiler
+  masked_scale             vpad and inverted_dropout (vpad_kernel, dropout_kernel): one fused kernel, a
+                           backward that keeps only the mask
+  ssd_scan_fast            ssd_scan's chunks with a written-out backward, no scan inside a chunk
   CausalConvSilu           causal_conv_silu: shifted multiply-adds with a written-out backward
-  skip_gate_norm           GatedRMSNorm: Mamba2's skip, gate and output norm in one kernel
 """
 
+import contextlib
+
 import torch
-import torch.nn as nn
 from torch.nn import functional as F
 
-import model   # the definitions, and the scan's setup (model.scan_inputs); model.py reads this module only at call time
+USE_COMPILE = True   # False inside `with eager():` only
 
-USE_COMPILE = True   # False: the kernels run op by op, with the same numbers (tests and bench.py)
+
+@contextlib.contextmanager
+def eager():
+    """The kernels op by op inside (not compiled): the same numbers without the compile time (tests, bench)."""
+    global USE_COMPILE
+    was, USE_COMPILE = USE_COMPILE, False
+    try:
+        yield
+    finally:
+        USE_COMPILE = was
 
 def compiled(fn):
     """fn fused by torch.compile, built on its first call (kept as .kernel). Inside a compiled model,
@@ -33,59 +42,15 @@ def compiled(fn):
         try:
             return run.kernel(*args)
         except torch._dynamo.exc.BackendCompilerFailed as e:
-            print(f"core/kernels.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
+            print(f"base/kernels.py: torch.compile of {fn.__name__} failed ({type(e.inner_exception).__name__}); "
                   f"running it op by op")
             run.kernel = fn
             return fn(*args)
     run.kernel = None
     return run
 
-class CompiledOrEager(nn.Module):
-    """model under torch.compile; if compiling fails (at the first call), one line saying so and the
-    model runs eagerly from then on. Where torch allows, the backward is compiled with the forward, so
-    that its failure shows at that call too (Inductor once failed on Mamba2's cumsum on a GPU)."""
-    def __init__(self, model, backend='inductor'):
-        super().__init__()
-        self.model = model
-        self.compiled = [torch.compile(model, backend=backend)]     # in a list: not a second copy of the parameters
-        if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
-            torch._functorch.config.force_non_lazy_backward_lowering = True
-
-    def forward(self, *args):
-        """model.GPT.forward's (logits, loss). The compiled graph runs the LM head on every position,
-        logits (B*T, V); the rows with a target are picked here, after it: (N, V), as eagerly."""
-        if self.compiled:
-            try:
-                logits, loss = self.compiled[0](*args)
-            except torch._dynamo.exc.BackendCompilerFailed as e:
-                why = getattr(e, 'inner_exception', None) or e
-                print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
-                      f"training without it")
-                self.compiled.clear()
-            else:
-                targets = args[1] if len(args) > 1 else None
-                if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
-                    logits = logits[targets.flatten() != -1]
-                return logits, loss
-        return self.model(*args)
-
-# Dropout (model.vpad, model.inverted_dropout). On a CPU its cost is the random number generator,
-# not the arithmetic (F.dropout on 2M floats: ~14 ms, of which x * 2 is ~0.4 ms). So the mask comes
-# from 16-bit slices of 64-bit random words (4 elements per draw, p quantized to 1/65536), the
-# centring, masking and scaling run as one kernel fused by torch.compile, and the backward keeps
-# only the mask.
-
-def _random_int16(x):
-    """One uniform int16 per element of x, from torch's generator, so the run's seed and the RNG
-    state in a checkpoint fix every mask. torch.randint, not Tensor.random_: Dynamo traces it."""
-    n = x.numel()
-    words = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device)
-    return words.view(torch.int16)[:n].view(x.shape)
-
-def _quantize(p):
-    """-> (threshold, p_eff): keep an element iff its int16 >= threshold, P(keep) = 1 - p_eff."""
-    dropped = round(p * 65536)
-    return dropped - 32768, dropped / 65536
+# Dropout (model.vpad, model.inverted_dropout): the centring, masking and scaling in one kernel fused by
+# torch.compile, and a backward that keeps only the mask. r and threshold: model.draw_mask's.
 
 @compiled
 def vpad_kernel(x, r, threshold: int, scale: float):
@@ -113,29 +78,24 @@ class _MaskedScale(torch.autograd.Function):
         (keep,) = ctx.saved_tensors
         return grad * keep * ctx.scale, None, None, None, None
 
-def masked_scale(x, p, kernel, scale):
-    """kernel (vpad_kernel or dropout_kernel) on x with a fresh mask dropping p, quantized to 1/65536;
-    scale(p_eff): the factor on a kept element at the quantized p."""
-    threshold, p_eff = _quantize(p)
-    r = _random_int16(x)
+def masked_scale(x, r, threshold, scale, kernel):
+    """kernel (vpad_kernel or dropout_kernel) on x, keeping the elements where r >= threshold; scale: the
+    factor on a kept element."""
     if torch.compiler.is_compiling():    # in a compiled model the graph fuses the kernel and derives its backward
-        return kernel(x, r, threshold, scale(p_eff))[0]
-    return _MaskedScale.apply(x, r, threshold, scale(p_eff), kernel)
+        return kernel(x, r, threshold, scale)[0]
+    return _MaskedScale.apply(x, r, threshold, scale, kernel)
 
-# The chunked scan (model.ssd_scan), with a written-out backward. No scans inside a chunk:
+# The chunked scan (model.ssd_scan's steps 1-4), with a written-out backward. No scans inside a chunk:
 # Inductor's GPU codegen failed on the cumsum of the log decays at gpu_mamba2_4k's shapes (torch
 # 2.11, "list indices must be integers or slices, not NoneType" in a SplitScan buffer), so the
 # cumulative sums are products with triangular 0/1 matrices, which tensor cores run, and the decay
 # matrix is an exp of their differences.
 
 def ssd_scan_fast(x, dt, A, B, C, chunk_size):
-    """model.ssd_scan, the same contract and numbers (to rounding), by _ChunkedScan: what the Mamba2
-    mixer runs. The setup is model.scan_inputs: the inputs cast to fp32 at least, padded to whole chunks.
+    """model.ssd_scan's steps 1-4, the same numbers (to rounding), by _ChunkedScan: what the Mamba2 mixer
+    runs. The inputs are model.scan_inputs': fp32 at least, padded to whole chunks; -> (y, final state).
     C_i.B_j is computed once per group of heads (once in all for the mixer's g = 1), not once per head."""
-    t, out_dtype = x.shape[1], x.dtype
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        y, state = _ChunkedScan.apply(*model.scan_inputs(x, dt, A, B, C, chunk_size), chunk_size)
-    return y[:, :t].to(out_dtype), state
+    return _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
 
 def prefix_sums(v, ones):
     """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
@@ -315,9 +275,3 @@ class CausalConvSilu(torch.autograd.Function):
     def backward(ctx, dout):
         x, w, bias = ctx.saved_tensors
         return _conv_grads(_conv_silu_grad(dout, x, w, bias), x, w)
-
-# Mamba2's gated norm (model.GatedRMSNorm) as one compiled kernel
-@compiled
-def skip_gate_norm(y, x, D, z, weight, eps: float):
-    y = (y + x * D[:, None]).flatten(2)                                       # (B, T, h p)
-    return F.rms_norm(y * F.silu(z), (y.shape[-1],), weight, eps)             # one kernel, and one for backward

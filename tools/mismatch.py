@@ -4,24 +4,22 @@ the input and the output of every linear projection the per-token mean shift, th
 (both over 32 masks, less their noise floor) and the variance ratio, for each dropout site
 (dropout_mismatch, which study/evals.py also runs on a study's trained runs).
 
-    python -m core.mismatch             # a small random model, one column group per site
-    python -m core.mismatch out/vpad    # a trained run, on rows of its validation data
+    python -m tools.mismatch             # a small random model, one column group per site
+    python -m tools.mismatch out/vpad    # a trained run, on rows of its validation data
 """
 
-if __name__ == '__main__':   # first: a Ctrl-C at start-up is one line (configurator.startup)
-    import configurator
-    configurator.startup()
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
-import os  # noqa: E402
-import sys  # noqa: E402
+import os
+import sys
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+import numpy as np
+import torch
+import torch.nn as nn
 
-import sample_data  # noqa: E402
-from model import GPT, SITES, GPTConfig  # noqa: E402
-from core import rundir  # noqa: E402
+import sample_data
+from model import GPT, SITES, GPTConfig
+from base import rundir
 
 
 def _mismatch(e, s, s2, mu_s, mu_s2, var_s, K):
@@ -92,7 +90,7 @@ def dropout_mismatch(model, idx, n_masks=32, seed=0):
 
 
 def main(argv):
-    usage = "python -m core.mismatch [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
+    usage = "python -m tools.mismatch [RUN_DIR or RUN_DIR/ckpt.pt]: the train-vs-eval mismatch per layer and dropout site"
     if argv in (['-h'], ['--help']):
         print(usage)
         return

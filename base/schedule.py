@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from configurator import items
-from core import rundir
+from base import rundir
 
 
 def fits(accs, threshold):
@@ -40,20 +40,48 @@ def parse_snapshots(text, key='snapshots_after_fit'):
     return steps
 
 
-def snapshots_of(cfg):
-    """A trunk's snapshots and whether they are fixed steps of its training (snapshots_at_iter) rather than
-    steps past its fit (snapshots_after_fit): -> (steps, fixed); ((), False) for a run that is no trunk.
-    checks.check_schedule refuses both in one run."""
-    fixed = parse_snapshots(cfg.get('snapshots_at_iter', ''), 'snapshots_at_iter')
-    return (fixed, True) if fixed else (parse_snapshots(cfg.get('snapshots_after_fit', '')), False)
+def check_schedule(cfg):
+    """The schedule's settings, checked (a ValueError naming the key) and parsed: a cooldown inside the steps
+    after the fit (or before max_iters), snapshots inside a trunk that has a fit to count from and branches
+    that decay; a trunk at fixed steps (snapshots_at_iter) stops at its last one, fit or not, and has no
+    snapshots past its fit beside them. -> (snapshots, fixed): a trunk's snapshots, and whether they are
+    steps of its training (snapshots_at_iter) rather than steps past its fit; ((), False) for no trunk."""
+    saf, cool = cfg['steps_after_fit'], cfg['cooldown_iters']
+    if saf and cool > saf:
+        raise ValueError(f"cooldown_iters={cool} is longer than steps_after_fit={saf}: the decay starts at the fit "
+                         f"at the earliest; lower it (0 = all of steps_after_fit)")
+    if not saf and cool > cfg['max_iters'] and not cfg['snapshots_at_iter']:     # (a trunk's branches decay)
+        raise ValueError(f"cooldown_iters={cool} is longer than max_iters={cfg['max_iters']}: the decay before the "
+                         f"stop starts at step 0 at the earliest; lower it")
+    after_fit = parse_snapshots(cfg['snapshots_after_fit'])
+    at_iter = parse_snapshots(cfg['snapshots_at_iter'], 'snapshots_at_iter')
+    if at_iter and after_fit:
+        raise ValueError(f"snapshots_at_iter={cfg['snapshots_at_iter']!r} and snapshots_after_fit="
+                         f"{cfg['snapshots_after_fit']!r} in one run: a trunk counts its snapshots from step 0 or "
+                         f"from its fit, not both; drop one")
+    snapshots, fixed = (at_iter, True) if at_iter else (after_fit, False)
+    if not snapshots:
+        return snapshots, fixed
+    key = 'snapshots_at_iter' if fixed else 'snapshots_after_fit'
+    if fixed and (saf or cfg['max_iters'] != snapshots[-1]):
+        raise ValueError(f"snapshots_at_iter={cfg['snapshots_at_iter']!r}: the trunk stops at its last snapshot, fit "
+                         f"or not: set max_iters={snapshots[-1]} (now {cfg['max_iters']}) and steps_after_fit=0 "
+                         f"(now {saf})")
+    if not fixed and (not saf or snapshots[-1] > saf):
+        raise ValueError(f"snapshots_after_fit={cfg['snapshots_after_fit']!r} lie past the trunk's stop: set "
+                         f"steps_after_fit to the trunk's length past the fit, at least {snapshots[-1]} (now {saf})")
+    if not cool or not cfg['decay_lr']:
+        raise ValueError(f"{key} needs branches that decay: set cooldown_iters > 0 (now {cool}) "
+                         f"and decay_lr=True (now {cfg['decay_lr']})")
+    return snapshots, fixed
 
 
-def branch_overrides(cfg, k):
-    """The settings of the cooldown branch at snapshot k of a trunk: the trunk's own, trained k +
-    cooldown_iters steps past the fit and decayed over the last cooldown_iters, in out_dir/cooldown<k>;
-    at fixed steps, to step k + cooldown_iters (max_iters), fit or not, in out_dir/at<k>. That is the
-    run trained at the peak rate to fit + k (to step k) and then decayed, which from the snapshot on it is."""
-    fixed = snapshots_of(cfg)[1]
+def branch_overrides(cfg, k, fixed):
+    """The settings of the cooldown branch at snapshot k of a trunk (fixed: its snapshots are steps of its
+    training, snapshots_at_iter): the trunk's own, trained k + cooldown_iters steps past the fit and decayed
+    over the last cooldown_iters, in out_dir/cooldown<k>; at fixed steps, to step k + cooldown_iters
+    (max_iters), fit or not, in out_dir/at<k>. That is the run trained at the peak rate to fit + k (to step
+    k) and then decayed, which from the snapshot on it is."""
     return {'out_dir': rundir.branch_dir(cfg['out_dir'], k, fixed), ('snapshots_at_iter' if fixed else
             'snapshots_after_fit'): '', ('max_iters' if fixed else 'steps_after_fit'): k + cfg['cooldown_iters']}
 
@@ -63,9 +91,9 @@ def with_settings(argv, changes):
     return [a for a in argv if a[2:].split('=', 1)[0] not in changes] + [f'--{key}={v}' for key, v in changes.items()]
 
 
-def branch_argv(argv, cfg, k):
+def branch_argv(argv, cfg, k, fixed):
     """A trunk's train.py arguments made its cooldown branch's at snapshot k."""
-    return with_settings(argv, branch_overrides(cfg, k))
+    return with_settings(argv, branch_overrides(cfg, k, fixed))
 
 
 @dataclass
@@ -74,9 +102,8 @@ class Schedule:
     quick eval whose 1x accuracy reaches fit_accuracy on every eval task; None until then)."""
     cfg: dict
     fit_iter: Optional[int] = None
-
-    def __post_init__(self):
-        self.snapshots, self.fixed = snapshots_of(self.cfg)
+    snapshots: tuple = ()         # a trunk's snapshots (check_schedule's), steps past the fit or, fixed, of training
+    fixed: bool = False
 
     def lr(self, it):
         # 1) linear warmup (with decay_lr=False too: a constant rate from step 0 is another recipe); then
