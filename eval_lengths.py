@@ -70,8 +70,9 @@ def parse_multiples(key, text):
 
 
 def logit_scale_of(sc):
-    """A LengthScaling's logit scale as the key logit_scale gives it: '', 'log' or the factor."""
-    return {'none': '', 'log': 'log', 'factor': f'{sc.factor:g}'}[sc.logit]
+    """A LengthScaling's logit scale as the key logit_scale gives it: '', 'log' or the factor, written
+    without a '+' ('1e06', not %g's '1e+06'), which joins the parts of a variant's name."""
+    return {'none': '', 'log': 'log', 'factor': f'{sc.factor:g}'.replace('e+', 'e')}[sc.logit]
 
 
 def variant_name(sc):
@@ -184,7 +185,7 @@ def too_many_examples(n, length):
     scored), or None when they fit."""
     need, have = examples_bytes(n, length), available_bytes('cpu')
     if need > 0.8 * have:
-        return (f"{n:,} examples of {length:,} tokens need about {need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB "
+        return (f"{n:,} examples of {length:,} tokens need about {rundir.size_text(need)} and {rundir.size_text(have)} "
                 f"are free")
     return None
 
@@ -253,8 +254,8 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
-        raise MemoryError(f"{task} at {length} tokens needs about {need / 2**30:.1f} GiB with batch_size="
-                          f"{batch_size}, and {have / 2**30:.1f} GiB are free; lower eval_batch_size or the multiples")
+        raise MemoryError(f"{task} at {length} tokens needs about {rundir.size_text(need)} with batch_size="
+                          f"{batch_size}, and {rundir.size_text(have)} are free; lower eval_batch_size or the multiples")
     why = too_many_examples(n, length)
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
@@ -432,6 +433,10 @@ def main(argv):
                              f"lower eval_samples; nothing was written")
         rundir.check_writable(run, name, "rerun (nothing was evaluated); or copy the run dir somewhere writable "
                                          "and evaluate the copy")
+        owner = rundir.busy(run)
+        if owner:           # its checkpoint is a moment of a run still training, and the run dir is its owner's
+            raise SystemExit(f"{run} is being trained by {owner}: evaluate it once it has finished (or stopped), or "
+                             f"evaluate a copy: cp -r {run} {run}_copy; nothing was written")
     records = []
     for run in runs:
         rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
@@ -440,6 +445,7 @@ def main(argv):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
         done.append(run)
+        rundir.stop_if_asked()
     probe = (', the key probe: keys the prompt never mentions' if cfg['absent_key'] else '') + (
         f", eval variant {variant} (s = L / T per length)" if variant else '')
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "

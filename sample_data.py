@@ -651,8 +651,8 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
         raise ValueError(f"data_dir={data_dir!r} is not writable")
     need, free = 3 * (num_tokens + (val_tokens or max(block_size, num_tokens // 50))), shutil.disk_usage(data_dir).free
     if need > free:                                  # 2 bytes a token id, 1 a mask byte
-        raise ValueError(f"num_tokens={num_tokens:,} needs about {need / 2**30:.1f} GiB in {data_dir} and "
-                         f"{free / 2**30:.1f} GiB are free: lower num_tokens, or free space")
+        raise ValueError(f"num_tokens={num_tokens:,} needs about {rundir.size_text(need)} in {data_dir} and "
+                         f"{rundir.size_text(free)} are free: lower num_tokens, or free space")
 
     meta_path = os.path.join(data_dir, META)
     if os.path.exists(meta_path):

@@ -228,6 +228,10 @@ def no_effect(cfg, c):
                f"steps_after_fit={cfg['steps_after_fit']} (the decay runs after the fit)" if cfg['steps_after_fit']
                else f"cooldown_iters={cfg['cooldown_iters']} (the decay runs over the last steps before max_iters)")
         notes.append(f"lr_decay_iters={cfg['lr_decay_iters']} has no effect with {why}")
+    if cfg['decay_lr'] and not cfg['steps_after_fit'] and cfg['max_iters'] <= cfg['warmup_iters']:
+        notes.append(f"the run stops at max_iters={cfg['max_iters']}, inside its warmup (warmup_iters="
+                     f"{cfg['warmup_iters']}): its learning rate never decays" + (
+                         f" (cooldown_iters={cfg['cooldown_iters']} has no effect)" if cfg['cooldown_iters'] else ''))
     if not c.has_rope():
         notes += [f"{k}={cfg[k]:g} has no effect: no attention layer uses RoPE (nope_every={cfg['nope_every']}, "
                   f"block_pattern={cfg['block_pattern']!r})" for k in ROPE_ONLY if cfg[k] != globals()[k]]
@@ -244,13 +248,13 @@ def check_memory(cfg, c, device):
     act_bytes = 2 if cfg['dtype'] == 'bfloat16' or cfg['dtype'] == 'auto' and cuda else 4
     weights = 16 * (12 * c.n_layer * c.n_embd ** 2 + c.vocab_size * c.n_embd)   # + gradients and AdamW's moments
     if weights > 0.8 * have:
-        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {weights / 2**30:.1f} GiB "
+        raise ValueError(f"n_layer={c.n_layer} layers of width n_embd={c.n_embd} need about {rundir.size_text(weights)} "
                          f"for the weights, their gradients and AdamW's moments, and {device} has "
-                         f"{have / 2**30:.1f} GiB: lower n_embd or n_layer")
+                         f"{rundir.size_text(have)}: lower n_embd or n_layer")
     need = train_bytes(cfg, c, device, act_bytes)
     if need > 0.8 * have:
         raise ValueError(f"batch_size={cfg['batch_size']} rows of {cfg['block_size']} tokens need about "
-                         f"{need / 2**30:.1f} GiB to train and {device} has {have / 2**30:.1f} GiB: lower batch_size "
+                         f"{rundir.size_text(need)} to train and {device} has {rundir.size_text(have)}: lower batch_size "
                          f"(raise gradient_accumulation_steps to keep the tokens per step)")
 
 
@@ -657,6 +661,7 @@ def main(argv):
     t_last, iter_last = run.t_start, run.iter_num
     model.train()
     while True:
+        rundir.stop_if_asked()                      # a Ctrl-C whose exit was swallowed where it landed
         it, final = run.iter_num, run.iter_num == schedule.stop()
         if it % cfg['eval_interval'] == 0 or final or schedule.snapshot_at(it) is not None:
             val_loss = save(run, final)

@@ -24,6 +24,7 @@ import time
 
 LOCK = 'owner.lock'   # in a run dir (or a corpus being generated) while a process owns it: "<pid> <host>"
 HELD = set()          # this process's DirLocks, released at exit
+STOP = {}             # the first SIGINT / SIGTERM exit_on_signals took ('signum'); 'exiting' once atexit runs
 
 
 def pick_device(device):
@@ -104,6 +105,11 @@ def provenance(device='cpu'):
 def ckpt_path(path):
     """A run dir -> its ckpt.pt; a checkpoint file's path as it is."""
     return os.path.join(path, CKPT) if os.path.isdir(path) else path
+
+
+def size_text(n):
+    """A number of bytes as a message says it: '3.2 GiB', or below 1 GiB '12.5 MiB' (not '0.0 GiB')."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def first_line(e):
@@ -384,6 +390,11 @@ def release_all():
         lock.release()
 
 
+@atexit.register
+def exiting():      # (atexit runs last-registered first: this before release_all)
+    STOP['exiting'] = True
+
+
 def own(run_dir):
     """Take run_dir for this process (a DirLock), or exit in one line naming the process that has it."""
     with writing(os.path.join(run_dir, LOCK), 'the lock file', "start again (or choose another --out_dir)"):
@@ -438,18 +449,28 @@ def die_with_parent():
 
 
 def exit_on_signals(standing):
-    """SIGINT (Ctrl-C) and SIGTERM end the script with exit code 128 + the signal (130, 143) and
-    one line on stderr, standing(): where the run stands and the command that continues it (None:
-    say nothing). No traceback; finally blocks and atexit still run, so temp files go and locks
-    are released."""
+    """SIGINT (Ctrl-C) and SIGTERM end the script with exit code 128 + the signal (130, 143) and one
+    line on stderr, standing(): where the run stands and the command that continues it (None: say
+    nothing). No traceback; finally blocks and atexit still run, so temp files go and locks are released.
+    The handler raises SystemExit where the signal lands and keeps the signal: code that swallows the
+    exit there (torch's evaluation of a compiled graph's guards does) ends the script at its next
+    stop_if_asked(), between two steps. A second signal, or one while the script exits, ends the process
+    at once (os._exit: a kill, which every file this repo writes survives)."""
     def handler(signum, frame):
-        # a second signal must not cut the cleanup short: a handler that does nothing, not SIG_IGN (setting
-        # SIG_IGN while the other signal is pending raises "OSError: Signal 15 ignored due to race condition")
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, lambda *_: None)
-        line = standing()
+        first = STOP.get('signum') is None
+        STOP.setdefault('signum', signum)
+        line = standing() if first else None
         if line:   # on a line of its own: a progress bar may hold the current one
             print(f"\n{signal.Signals(signum).name}: {line}", file=sys.stderr, flush=True)
+        if not first or STOP.get('exiting'):   # raised inside atexit, an exit prints 'Exception ignored'
+            os._exit(128 + STOP['signum'])
         raise SystemExit(128 + signum)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, handler)
+
+
+def stop_if_asked():
+    """End the script (exit 128 + the signal) if exit_on_signals took a signal whose SystemExit was swallowed
+    where it landed; its line was said then. Call it between units of work (a training step, a run)."""
+    if STOP.get('signum') is not None:
+        raise SystemExit(128 + STOP['signum'])

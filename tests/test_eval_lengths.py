@@ -346,6 +346,8 @@ def test_a_logit_scale_multiplies_the_attention_logits_of_rope_layers(logit, fac
     ('yarn', ('yarn', 'none', 1.0), ('yarn', '')), ('ntk+log', ('ntk', 'log', 1.0), ('ntk', 'log')),
     ('pi', ('pi', 'none', 1.0), ('pi', '')), ('log', ('none', 'log', 1.0), ('none', 'log')),
     ('logit1.5', ('none', 'factor', 1.5), ('none', '1.5')), ('pi+logit2', ('pi', 'factor', 2.0), ('pi', '2.0')),
+    ('logit1e06', ('none', 'factor', 1e6), ('none', '1e06')), ('yarn+logit1e-07', ('yarn', 'factor', 1e-7),
+                                                                 ('yarn', '1e-07')),
     ('', ('none', 'none', 1.0), ('none', ''))])
 def test_variant_names_round_trip(name, parsed, flags):
     """A name parses once into its LengthScaling (the logit factor a float), which names it again; the
@@ -354,6 +356,15 @@ def test_variant_names_round_trip(name, parsed, flags):
     assert (sc.rope, sc.logit, sc.factor) == parsed and isinstance(sc.factor, float)
     assert E.variant_name(sc) == name and E.check_variant(*flags) == name
     assert E.logit_scale_of(sc) == {'2.0': '2'}.get(flags[1], flags[1])
+
+
+@pytest.mark.parametrize('flag', ['1000000', '1e6', '0.0000001', '123456789012'])
+def test_a_logit_factor_of_any_size_names_a_variant_that_parses_back(flag):
+    """`--logit_scale=1000000` was named 'logit1e+06' (%g) and split at its '+': a traceback. A factor's name
+    has no '+', and parses back to the factor."""
+    name = E.check_variant('none', flag)
+    assert '+' not in name and E.parse_variant(name).factor == pytest.approx(float(flag), rel=1e-5)
+    assert E.parse_variant(E.check_variant('yarn', flag)).rope == 'yarn'
 
 
 @pytest.mark.parametrize('name', ['ntk+yarn', 'bogus', 'log+log', 'logitx', 'logit-1'])
@@ -601,3 +612,30 @@ def test_ctrl_c_or_sigterm_mid_eval_is_one_line_saying_what_was_written(tok, tmp
     line, = [x for x in err.strip().splitlines() if x.strip() and '%|' not in x]
     assert 'stopped: 0 of 1 run(s) evaluated and written; rerun: python eval_lengths.py' in line
     assert not os.path.exists(os.path.join(run_dir, 'eval_lengths.json'))
+
+
+def test_a_run_still_training_is_refused_and_nothing_is_written_into_it(tok, tmp_path):
+    """eval_lengths.py on a run dir that a live process owns (train.py holds its lock while it trains) once
+    wrote its eval into that dir without a word: refused in one line naming the owner; after it ends, fine."""
+    from base import rundir
+    run_dir = str(tmp_path / 'r')
+    save_tiny_run(run_dir, tok)
+    args = [f'--out_dirs={run_dir}', '--tasks=niah_single', '--multiples=1', '--eval_samples=2', '--plot=False']
+    owner = subprocess.Popen([sys.executable, '-c', f"from base import rundir; import sys, time; "
+                              f"rundir.DirLock({run_dir!r}); print('locked', flush=True); time.sleep(60)"],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == 'locked\n'
+        msg = main_here(*args)
+        assert f"{run_dir} is being trained by process {owner.pid}" in msg and 'nothing was written' in msg, msg
+        assert not os.path.exists(os.path.join(run_dir, rundir.LENGTH_EVAL))
+    finally:
+        owner.kill()
+        owner.wait()
+    assert main_here(*args) is None and os.path.exists(os.path.join(run_dir, rundir.LENGTH_EVAL))
+
+
+def test_small_sizes_are_said_in_mib():
+    from base import rundir
+    assert [rundir.size_text(n) for n in (3 * 2**20 // 2, 2**30 - 1, 2**30, 5 * 2**30)] == \
+        ['1.5 MiB', '1024.0 MiB', '1.0 GiB', '5.0 GiB']
