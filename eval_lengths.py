@@ -54,6 +54,9 @@ plot = True                 # write eval_lengths.png (the probe: eval_absent_key
 rope_scaling = 'none'       # 'none'; 'pi' (positions / s); 'ntk' (base theta s^(D/(D-2))); 'yarn' (NTK-by-parts
                             # with beta 32 / 1, and cos, sin x 0.1 ln s + 1)
 logit_scale = ''            # attention logits x: '' (1); 'log' (log L / log T); a number c (c where L > T)
+pair_distance = -1          # mqar: -1, the pairs open the document (as in training: far from the question at 64x);
+                            # d >= 0, they end d haystack tokens before the question (recent). Records:
+                            # eval_lengths_pairs<d>.json
 # -----------------------------------------------------------------------------
 
 
@@ -119,10 +122,12 @@ def check_variant(rope, logit):
                         LengthScaling(rope, 'factor', float(logit)))
 
 
-def record_name(variant, absent_key=False):
-    """The file a run dir's eval is written to: eval_lengths.json, eval_lengths_<variant>.json, the probe's."""
+def record_name(variant, absent_key=False, pair_distance=-1):
+    """The file a run dir's eval is written to: eval_lengths.json, eval_lengths_<variant>.json, the probe's,
+    and with the pairs moved, _pairs<d> before .json."""
     name = rundir.ABSENT_KEY_EVAL if absent_key else rundir.LENGTH_EVAL
-    return name.replace('.json', f'_{variant}.json') if variant else name
+    name = name.replace('.json', f'_{variant}.json') if variant else name
+    return name.replace('.json', f'_pairs{pair_distance}.json') if pair_distance >= 0 else name
 
 
 def load_run(run_dir, device):
@@ -246,11 +251,13 @@ def accuracy(values_correct):
     return sum(sum(v) / len(v) for v in values_correct) / len(values_correct)
 
 
-def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant='', distractors=0.0):
+def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant='', distractors=0.0,
+             pair_distance=None):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
     (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys);
     variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size;
-    distractors: mqar_haystack's, as the run's corpus has it.
+    distractors: mqar_haystack's, as the run's corpus has it; pair_distance: mqar's pairs that many
+    haystack tokens before the question (None: at the document's start).
     Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
     need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
     if need > 0.8 * have:
@@ -259,7 +266,7 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     why = too_many_examples(n, length)
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
-    examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors)
+    examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors, pair_distance)
     T = model.config.block_size
     scaling = dataclasses.replace(parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []
@@ -273,7 +280,7 @@ def trained_tasks(train_cfg):
 
 
 def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
-                leave=True, variant='', distractors=0.0):
+                leave=True, variant='', distractors=0.0, pair_distance=None):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
     task's shortest document or would not fit in memory (each skip printed with its reason).
@@ -281,12 +288,13 @@ def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, abs
     T, accs = model.config.block_size, {task: {} for task in tasks}
     for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None,
                         leave=leave):
-        acc, shortest = None, sample_data.min_length(task, tok)
+        acc, shortest = None, sample_data.min_length(task, tok) + (pair_distance or 0)
         if m * T < shortest:
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
         else:
             try:
-                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant, distractors)
+                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant, distractors,
+                               pair_distance)
             except (MemoryError, torch.OutOfMemoryError) as e:
                 tqdm.write(f"{task} at {m}x skipped: {rundir.first_line(e)}")
                 if str(device).startswith('cuda'):
@@ -302,7 +310,8 @@ def bf16_on_gpu(device, dtype):
     return str(device).startswith('cuda') and rundir.pick_dtype(dtype, device) == 'bfloat16'
 
 
-def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False, variant=''):
+def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False, variant='',
+                 pair_distance=None):
     """Evaluate one run dir: task_names=None means the tasks it was trained on; variant: a length-
     scaling variant's name ('' plain). -> the record written to run/eval_lengths.json (a variant's to
     eval_lengths_<variant>.json): {'run', 'block_size', 'trained', 'n', ..., 'length_eval': {task:
@@ -319,7 +328,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     t0 = time.time()
     with torch.autocast('cuda', dtype=torch.bfloat16, enabled=bf16_on_gpu(device, train_cfg.get('dtype', 'auto'))):
         accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run,
-                           variant=variant, distractors=distractors)
+                           variant=variant, distractors=distractors, pair_distance=pair_distance)
     named = {}
     if variant:
         sc = parse_variant(variant)
@@ -328,6 +337,7 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,
             **({'distractors': distractors} if distractors else {}),
+            **({'pair_distance': pair_distance} if pair_distance is not None else {}),
             'elapsed_s': round(time.time() - t0, 1), 'provenance': rundir.provenance(device), 'length_eval': accs}
 
 
@@ -408,6 +418,9 @@ def check_args(cfg):
         variant = check_variant(cfg['rope_scaling'], cfg['logit_scale'])
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
+    if cfg['pair_distance'] < -1 or cfg['pair_distance'] >= 0 and task_names != ['mqar']:
+        raise SystemExit(f"config error: pair_distance={cfg['pair_distance']}: -1 (the pairs open the document), or "
+                         f"d >= 0 with --tasks=mqar (the one task whose pairs it moves)")
     return runs, task_names, mults, variant
 
 
@@ -419,7 +432,8 @@ def main(argv):
                                    + (f" ({', '.join(done)})" if done else '') + "; rerun: "
                                    + shlex.join(['python', 'eval_lengths.py', *argv]))
     dev = rundir.pick_device(cfg['device'])
-    name = record_name(variant, cfg['absent_key'])
+    name = record_name(variant, cfg['absent_key'], cfg['pair_distance'])
+    pairs = cfg['pair_distance'] if cfg['pair_distance'] >= 0 else None
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
         model = load_run(run, 'cpu')[0]
         if variant and not model.config.has_rope():   # named as given: rope_scaling, logit_scale or both
@@ -440,14 +454,15 @@ def main(argv):
     records = []
     for run in runs:
         rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
-                           absent_key=cfg['absent_key'], variant=variant)
+                           absent_key=cfg['absent_key'], variant=variant, pair_distance=pairs)
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
         done.append(run)
         rundir.stop_if_asked()
     probe = (', the key probe: keys the prompt never mentions' if cfg['absent_key'] else '') + (
-        f", eval variant {variant} (s = L / T per length)" if variant else '')
+        f", eval variant {variant} (s = L / T per length)" if variant else '') + (
+        f", mqar's pairs {pairs} haystack tokens before the question" if pairs is not None else '')
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "
           f"point{probe})")
     print(format_table(records, mults))

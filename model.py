@@ -327,11 +327,11 @@ class MLP(nn.Module):
 # (SSD, Mamba2; written as mamba's ssd_minimal.py): inside a chunk as a masked matrix product,
 # between chunks as a recurrence over one state per chunk, so cost and memory are linear in t.
 
-def ssd_scan_sequential(x, dt, A, B, C):
+def ssd_scan_sequential(x, dt, A, B, C, initial_state=None):
     """The recurrence as a plain loop over time; the reference for ssd_scan (same shapes)."""
     b, t, h, p = x.shape
     B, C = (u.repeat_interleave(h // u.shape[2], dim=2) for u in (B, C))  # (b, t, h, n): head i reads group i // (h/g)
-    state = x.new_zeros(b, h, p, B.shape[-1])
+    state = x.new_zeros(b, h, p, B.shape[-1]) if initial_state is None else initial_state
     ys = []
     for i in range(t):
         decay = torch.exp(dt[:, i] * A)                                      # (b, h)
@@ -360,16 +360,18 @@ def scan_inputs(x, dt, A, B, C, chunk_size):
         dt = F.pad(dt, (0, 0, 0, pad))
     return x, dt, A, B, C
 
-def ssd_scan(x, dt, A, B, C, chunk_size, fast=False):
+def ssd_scan(x, dt, A, B, C, chunk_size, initial_state=None, fast=False):
     """Chunked selective scan. x: (b, t, h, p), dt: (b, t, h) > 0, A: (h,) < 0, B, C: (b, t, g, n)
     with g groups of heads, head i reading group i // (h/g): g = h gives each head its own B, C; the
-    Mamba2 mixer has g = 1, one B, C shared by all heads. -> y: (b, t, h, p) in x's dtype,
-    final_state: (b, h, p, n) in fp32 (or fp64). Any t (scan_inputs pads it)."""
+    Mamba2 mixer has g = 1, one B, C shared by all heads; initial_state: (b, h, p, n), h_0 (None: zero).
+    -> y: (b, t, h, p) in x's dtype, final_state: (b, h, p, n) in fp32 (or fp64). Any t (scan_inputs
+    pads it)."""
     (b, t, h, p), (g, n), out_dtype, l = x.shape, B.shape[2:], x.dtype, chunk_size
     with torch.autocast(device_type=x.device.type, enabled=False):
         x, dt, A, B, C = scan_inputs(x, dt, A, B, C, l)
+        S0 = x.new_zeros(b, h, p, n) if initial_state is None else initial_state.to(x.dtype)
         if fast:   # fast path: steps 1-4 below with a written-out backward (base/kernels.py), tested against them
-            y, final_state = kernels.ssd_scan_fast(x, dt, A, B, C, l)
+            y, final_state = kernels.ssd_scan_fast(x, dt, A, B, C, l, S0)
             return y[:, :t].to(out_dtype), final_state
         c = x.shape[1] // l                                                # chunks
         B, C = (u.repeat_interleave(h // g, dim=2).view(b, c, l, h, n) for u in (B, C))  # head i: group i // (h/g)
@@ -384,7 +386,7 @@ def ssd_scan(x, dt, A, B, C, chunk_size, fast=False):
         states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_states, X)
         # 3. the states passed between chunks, a recurrence over chunks: S_{k+1} = exp(a_cum_k[-1]) S_k + states_k
         chunk_decay = torch.exp(a_cum[..., -1])                            # (b, h, c)
-        S = [x.new_zeros(b, h, p, n)]
+        S = [S0]
         for k in range(c):
             S.append(chunk_decay[:, :, k, None, None] * S[-1] + states[:, k])
         S_in = torch.stack(S[:-1], dim=1)                                  # (b, c, h, p, n): entering each chunk
@@ -448,7 +450,7 @@ class Mamba2(nn.Module):
         self.drop_in = input_dropout(config)
         self.drop_out_proj = input_dropout(config)      # out_proj also reads a norm's output
 
-    def forward(self, u):                      # u = N(residual): (B, T, C)
+    def forward(self, u, initial_state=None):  # u = N(residual): (B, T, C); initial_state: (B, h, p, n) or None (zero)
         Bsz, T, _ = u.shape
         h, p, n = self.n_heads, self.headdim, self.d_state
         z, xBC, dt = self.in_proj(self.drop_in(u)).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
@@ -457,9 +459,10 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
         A = -torch.exp(self.A_log.float())                                       # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        y, _ = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size, self.fast)   # (B, T, h, p); g = 1
+        y, final_state = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size, initial_state,
+                                  self.fast)                                     # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
-        return self.out_proj(self.drop_out_proj(y))
+        return self.out_proj(self.drop_out_proj(y)), final_state                 # (B, T, C), (B, h, p, n)
 
 # -----------------------------------------------------------------------------
 # Blocks and the model
@@ -480,11 +483,14 @@ class Block(nn.Module):
         else:
             self.mixer = Mamba2(config)
 
-    def forward(self, x, rope_cs=None):        # (B, T, C); rope_cs: GPT's RoPE tables, which Mamba2 does not read
+    def forward(self, x, rope_cs=None, state=None):
+        """x: (B, T, C); rope_cs: GPT's RoPE tables; state: a Mamba2 layer's initial state (B, h, p, n) or None
+        (zero). -> (x, the Mamba2 layer's final state; None for attention)"""
         if self.kind == 'M':
-            return x + self.drop_res(self.mixer(self.norm_1(x)))
+            y, state = self.mixer(self.norm_1(x), state)
+            return x + self.drop_res(y), state
         x = x + self.drop_res(self.mixer(self.norm_1(x), rope_cs))
-        return x + self.drop_res(self.mlp(self.norm_2(x)))
+        return x + self.drop_res(self.mlp(self.norm_2(x))), None
 
 class GPT(nn.Module):
     def __init__(self, config):
@@ -526,25 +532,31 @@ class GPT(nn.Module):
     def get_num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx, targets=None, scaling=None):
+    def forward(self, idx, targets=None, scaling=None, states=None):
         """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
         order. Under torch.compile the head runs on every position (a selection whose size depends on
         the data would split the graph) and CompiledOrEager, below, keeps those N rows after the call.
         Without targets, logits is (B, 1, vocab) for the last position and loss is None. scaling: a
-        LengthScaling for RoPE layers at an eval length past training, None for the plain model."""
+        LengthScaling for RoPE layers at an eval length past training, None for the plain model. states:
+        None, every Mamba2 layer starts from a zero state (as in evaluation); or a list, one entry per layer,
+        a Mamba2 layer's initial state (B, h, p, n) or None (zero), and forward returns (logits, loss,
+        the layers' final states) (training from carried states, train.py's state_passing)."""
         x = self.wte(idx)                                     # (B, T, C)
         T, cfg = idx.shape[1], self.config
         if T <= len(self.rope_cos) and (scaling is None or scaling.s == 1):
             rope_cs = self.rope_cos[:T], self.rope_sin[:T]    # (T, D/2) each, shared by all layers
         else:                              # longer than training, or rescaled: the angles computed here
             rope_cs = rope_tables(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device, scaling)
-        for block in self.blocks:
-            x = block(x, rope_cs)
+        finals = []
+        for i, block in enumerate(self.blocks):
+            x, state = block(x, rope_cs, states[i] if states else None)
+            finals.append(state)
         x = self.norm_f(x)
         if targets is None:
-            return F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
+            logits, loss = F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
+            return (logits, loss) if states is None else (logits, loss, finals)
         n_targets = (targets != -1).sum().clamp(min=1)
         if torch.compiler.is_compiling():                           # (B*T, V) logits; CompiledOrEager keeps N rows
             x, targets = x.flatten(0, 1), targets.flatten()         # (B*T, C), (B*T,)
@@ -553,7 +565,7 @@ class GPT(nn.Module):
             x, targets = x[sel], targets[sel]                       # (N, C), (N,)
         logits = F.linear(x, self.wte.weight)
         loss = F.cross_entropy(logits.float(), targets, ignore_index=-1, reduction='sum') / n_targets
-        return logits, loss
+        return (logits, loss) if states is None else (logits, loss, finals)
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW with decay on the weight matrices of linear layers only: not on norms, biases,
@@ -604,13 +616,13 @@ class CompiledOrEager(nn.Module):
         if hasattr(torch._functorch.config, 'force_non_lazy_backward_lowering'):
             torch._functorch.config.force_non_lazy_backward_lowering = True
 
-    def forward(self, *args):
-        """GPT.forward's (logits, loss). The compiled graph runs the LM head on every position, logits
-        (B*T, V): a selection whose size depends on the data would split it; the rows with a target are
-        picked here, after it: (N, V), as eagerly."""
+    def forward(self, *args, **kw):
+        """GPT.forward's (logits, loss[, final states]). The compiled graph runs the LM head on every
+        position, logits (B*T, V): a selection whose size depends on the data would split it; the rows with a
+        target are picked here, after it: (N, V), as eagerly."""
         if self.compiled:
             try:
-                logits, loss = self.compiled[0](*args)
+                logits, loss, *states = self.compiled[0](*args, **kw)
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 why = getattr(e, 'inner_exception', None) or e
                 print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
@@ -620,5 +632,5 @@ class CompiledOrEager(nn.Module):
                 targets = args[1] if len(args) > 1 else None
                 if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
                     logits = logits[targets.flatten() != -1]
-                return logits, loss
-        return self.model(*args)
+                return logits, loss, *states
+        return self.model(*args, **kw)

@@ -45,6 +45,7 @@ import string
 import sys
 import uuid
 import zlib
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -482,23 +483,30 @@ def _assemble(draw, length, rng):
     assert len(out) == length, (len(out), length)
     return out
 
-def make_example(task, tok, length, rng, split='eval', distractors=0.0):
+def make_example(task, tok, length, rng, split='eval', distractors=0.0, pair_distance=None):
     """An example of exactly `length` tokens counted like a training document: prompt + answer +
     END. rng: a random.Random. split='eval' uses only held-out keys, 'train' never does.
-    distractors: mqar_haystack's share of distractor lines (the corpus' setting)."""
+    distractors: mqar_haystack's share of distractor lines (the corpus' setting). pair_distance (mqar
+    only): the pairs moved from the document's start to end this many haystack tokens before the
+    question, the haystack before them (None: at the start, as in training)."""
     assert split in ('train', 'eval'), split
-    if length < min_length(task, tok):
-        raise ValueError(f"{task} needs at least {min_length(task, tok)} tokens, got length={length}")
+    if length < min_length(task, tok) + (pair_distance or 0):
+        raise ValueError(f"{task} needs at least {min_length(task, tok) + (pair_distance or 0)} tokens, got "
+                         f"length={length}")
     draw = _draw(task, tok, rng, split, distractors)
+    if pair_distance is not None:      # head (the pairs) + d haystack tokens join the tail: the haystack comes first
+        assert task == 'mqar', task
+        gap = _assemble(dataclasses.replace(draw, head=[], tail=[]), pair_distance, rng)
+        draw = dataclasses.replace(draw, head=[], tail=draw.head + gap + draw.tail)
     prompt = _assemble(draw, length - len(draw.answer) - len(tok.encode(END)), rng)
     return Example(task, split, prompt, draw.answer, draw.values, draw.value_spans, draw.keys)
 
-def eval_examples(task, tok, length, n, seed=0, absent_key=False, distractors=0.0):
+def eval_examples(task, tok, length, n, seed=0, absent_key=False, distractors=0.0, pair_distance=None):
     """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams.
     absent_key: the same examples with every asked key swapped for one absent from the prompt.
-    distractors: as the run's corpus (mqar_haystack)."""
+    distractors: as the run's corpus (mqar_haystack). pair_distance: mqar's pairs moved (make_example)."""
     rng = random.Random(f"eval:{seed}:{task}:{length}")
-    examples = [make_example(task, tok, length, rng, 'eval', distractors) for _ in range(n)]
+    examples = [make_example(task, tok, length, rng, 'eval', distractors, pair_distance) for _ in range(n)]
     if absent_key:
         probe_rng = random.Random(f"absent:{seed}:{task}:{length}")
         examples = [with_absent_keys(ex, tok, probe_rng) for ex in examples]

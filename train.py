@@ -70,6 +70,9 @@ expand = 2                 # Mamba2 inner width = expand * n_embd
 headdim = 32               # Mamba2 channels per head
 d_conv = 4                 # Mamba2 causal conv width
 chunk_size = 64            # Mamba2 SSD chunk length
+state_passing = ''         # Mamba2, in training only: each row's initial state in every Mamba2 layer. '': zero, as in
+                           # evaluation; 'carry': the detached final state of a row of the previous step (training
+                           # from carried states); 'noise': noise with those states' per-coordinate mean and sd
 fast_kernels = True        # base/kernels.py's fast paths; False: model.py's readable code alone (the same numbers
                            # to float rounding, slower)
 dropout = 0.1              # the drop probability p
@@ -124,6 +127,7 @@ NON_NEGATIVE = ('window', 'nope_every', 'weight_decay', 'grad_clip', 'warmup_ite
                 'min_lr', 'peak_flops', 'min_doc_len', 'steps_after_fit', 'cooldown_iters')
 # what RoPE layers read; set away from their defaults while every attention layer is NoPE, a run would not change
 ROPE_ONLY = ('window', 'rope_theta')
+STATE_PASSING = ('', 'carry', 'noise')
 
 
 class Checked(NamedTuple):
@@ -179,6 +183,11 @@ def check_config(cfg, here=True):
             raise ValueError(f"out_dir and data_dir are the same folder ({cfg['out_dir']!r}): the run dir and the "
                              f"corpus need one each, e.g. --data_dir=data/"
                              f"{os.path.basename(os.path.normpath(cfg['data_dir']))}")
+        if cfg['state_passing'] not in STATE_PASSING:
+            raise ValueError(f"state_passing={cfg['state_passing']!r}: use '' (zero initial states), 'carry' or 'noise'")
+        if cfg['state_passing'] and 'M' not in cfg['block_pattern']:
+            raise ValueError(f"state_passing={cfg['state_passing']!r} gives Mamba2 layers their initial states, and "
+                             f"block_pattern={cfg['block_pattern']!r} has none: drop it, or add 'M' layers")
         if cfg['loss_on'] not in ('answers', 'all'):
             raise ValueError(f"loss_on={cfg['loss_on']!r}: use 'answers' or 'all'")
         if cfg['dtype'] not in ('auto', 'float32', 'bfloat16'):
@@ -348,6 +357,7 @@ class Run:
     notes: dict = field(default_factory=dict)    # init_from and init_iter of continued training
     last: dict = field(default_factory=dict)     # the resumed checkpoint, less its tensors
     logged: dict = field(default_factory=dict)   # {iter: log record} written so far
+    carried: Optional[list] = None               # state_passing: per micro-step, its rows' last final states
     provenance: Optional[dict] = None            # rundir.provenance(): in the first record logged
     t_start: float = 0.0
 
@@ -483,6 +493,7 @@ def save(run, final):
             diverged(f"val loss is {val_loss} at iter {it}", run)
         run.best_val_loss = min(run.best_val_loss, val_loss)
     snapshot = run.schedule.snapshot_at(it)
+    carried = gather_carried(run)
     if not run.procs.master or first and snapshot is None:
         return val_loss
     state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
@@ -490,7 +501,7 @@ def save(run, final):
              'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
              'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
              'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final,
-             **run.notes}
+             **({'carried_states': carried} if carried is not None else {}), **run.notes}
     if snapshot is not None:
         branch = cfg | branch_overrides(cfg, snapshot, run.schedule.fixed)
         path = os.path.join(branch['out_dir'], rundir.CKPT)
@@ -506,6 +517,30 @@ def save(run, final):
             rundir.save_checkpoint(state, run.ckpt_path)
         run.saved_iter = it
     return val_loss
+
+
+def gather_carried(run):
+    """state_passing: every process's carried states, a list over ranks, for the checkpoint (rank 0 writes it
+    and each process resumes its own); None without the option."""
+    if run.carried is None:
+        return None
+    if not run.procs.ddp:
+        return [run.carried]
+    everyone = [None] * run.procs.world_size
+    dist.all_gather_object(everyone, [[None if s is None else s.cpu() for s in m] if m else m for m in run.carried])
+    return everyone
+
+
+def resume_carried(run, saved):
+    """state_passing: this process's carried states from a checkpoint's, on its device; zero states (None) for
+    a checkpoint without them, or saved by another number of processes (said once)."""
+    procs = run.procs
+    if saved is None or len(saved) != procs.world_size:
+        if procs.master:
+            print(f"note: state_passing={run.cfg['state_passing']!r}: the checkpoint holds no carried states for "
+                  f"{procs.world_size} process(es); the first step after the resume starts from zero states")
+        return [None] * procs.micro_steps
+    return [[None if s is None else s.to(procs.device) for s in m] if m else m for m in saved[procs.rank]]
 
 
 def length_eval(run, final):
@@ -563,10 +598,23 @@ def agree_on_fit(schedule, procs):
         schedule.fit_iter = None if t.item() < 0 else int(t.item())
 
 
-def train_step(model, optimizer, split, cfg, procs, step, lr):
+def initial_states(carried, cfg, gen):
+    """The initial states of a micro-batch's Mamba2 layers (state_passing), from the final states its rows
+    reached the step before (carried: one entry per layer, (rows, h, p, n) or None; None: a first step, zero
+    states): those states ('carry'), or ('noise') Gaussian draws from gen with their mean and sd per
+    coordinate, fitted over the rows (states no row reached, on a new trajectory at every step)."""
+    if cfg['state_passing'] == 'carry' or carried is None:
+        return carried
+    return [None if s is None else s.mean(0) + s.std(0) * torch.randn(s.shape, generator=gen).to(s.device)
+            for s in carried]
+
+
+def train_step(model, optimizer, split, cfg, procs, step, lr, carried=None):
     """One optimizer step on the step's global batch, the same on every process; each takes its
     share of the rows. -> (the step's loss, the mean over its n_step answer tokens; n_step). A loss
-    that is not finite takes no step: the weights stay as they were."""
+    that is not finite takes no step: the weights stay as they were. carried (state_passing): per
+    micro-step, the final states its rows reached at the previous step (initial_states), replaced by this
+    step's, detached: each micro-step, and each process, carries its own rows' states."""
     for group in optimizer.param_groups:
         group['lr'] = lr
     gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step))
@@ -582,7 +630,13 @@ def train_step(model, optimizer, split, cfg, procs, step, lr):
         if procs.ddp:  # sync gradients on the last micro-step only
             model.require_backward_grad_sync = micro == procs.micro_steps - 1
         with procs.autocast():
-            _, loss = model(x, y)
+            if carried is None:
+                _, loss = model(x, y)
+            else:             # from carried states: the noise from a stream of its own, apart from the masks'
+                gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step, procs.rank * procs.micro_steps + micro, 2))
+                states = initial_states(carried[micro], cfg, gen) or [None] * cfg['n_layer']
+                _, loss, finals = model(x, y, states=states)
+                carried[micro] = [None if f is None else f.detach() for f in finals]
         n = int((y != -1).sum())
         # loss is the mean over this micro-batch's n targets; weight it so the step's gradient is
         # the mean over all n_step targets (DDP averages over processes, hence * world_size)
@@ -624,6 +678,8 @@ def start(argv):
     run.meta, run.tok, corpus = sample_data.open_corpus(cfg, procs.master, wait)
     run.data = {split: Split(ids, mask, (len(ids) - 1) // cfg['block_size']) for split, (ids, mask) in corpus.items()}
     start_model(run, checked.model)
+    if cfg['state_passing']:        # (evaluation, the val loss and the quick eval start from zero states)
+        run.carried = resume_carried(run, run.last.get('carried_states')) if run.resumed else [None] * procs.micro_steps
     if procs.master:
         run.provenance = rundir.provenance(procs.device) | {'processes': procs.world_size}
         with rundir.writing(run.log_path, 'the log', run.standing):
@@ -677,7 +733,7 @@ def main(argv):
             break
         lr = schedule.lr(it)
         step = run.notes.get('init_iter', 0) + it   # a continuation draws on past its source
-        run.train_loss, n_step = train_step(model, run.optimizer, split, cfg, procs, step, lr)
+        run.train_loss, n_step = train_step(model, run.optimizer, split, cfg, procs, step, lr, run.carried)
         if not math.isfinite(run.train_loss):
             diverged(f"loss is {run.train_loss} at iter {it}", run)
         run.iter_num += 1

@@ -91,11 +91,12 @@ def masked_scale(x, r, threshold, scale, kernel):
 # cumulative sums are products with triangular 0/1 matrices, which tensor cores run, and the decay
 # matrix is an exp of their differences.
 
-def ssd_scan_fast(x, dt, A, B, C, chunk_size):
+def ssd_scan_fast(x, dt, A, B, C, chunk_size, initial_state):
     """model.ssd_scan's steps 1-4, the same numbers (to rounding), by _ChunkedScan: what the Mamba2 mixer
-    runs. The inputs are model.scan_inputs': fp32 at least, padded to whole chunks; -> (y, final state).
-    C_i.B_j is computed once per group of heads (once in all for the mixer's g = 1), not once per head."""
-    return _ChunkedScan.apply(x, dt, A, B, C, chunk_size)
+    runs. The inputs are model.scan_inputs': fp32 at least, padded to whole chunks; initial_state (b, h, p, n)
+    in their dtype. -> (y, final state). C_i.B_j is computed once per group of heads (once in all for the
+    mixer's g = 1), not once per head."""
+    return _ChunkedScan.apply(x, dt, A, B, C, chunk_size, initial_state)
 
 def prefix_sums(v, ones):
     """v @ ones, with ones a triangular 0/1 matrix (l, l): the cumulative sums of v (..., l) along its
@@ -143,7 +144,7 @@ class _ChunkedScan(torch.autograd.Function):
         return X, Xh, a_cum, to_end, from_start, Bc, Cc, CBt
 
     @staticmethod
-    def forward(ctx, x, dt, A, B, C, l):
+    def forward(ctx, x, dt, A, B, C, l, S0):
         b, T, h, p = x.shape
         g, n = B.shape[-2:]
         c, r = T // l, h // g
@@ -157,7 +158,7 @@ class _ChunkedScan(torch.autograd.Function):
         chunk_states = Xd.transpose(-1, -2) @ Bc                                  # (b, c, g, r p, n)
         # 3. between chunks: a recurrence over c states, linear in the number of chunks
         chunk_decay = from_start[:, :, -1].view(b, c, g, r, 1, 1)                 # exp(a_cum[-1])
-        states = [x.new_zeros(b, g, r, p, n)]
+        states = [S0.view(b, g, r, p, n)]
         for i in range(c):
             states.append(chunk_decay[:, i] * states[-1] + chunk_states[:, i].view(b, g, r, p, n))
         S = torch.stack(states, dim=1).view(b, c + 1, g, r * p, n)   # S[:, i] enters chunk i, S[:, c] is final
@@ -226,7 +227,7 @@ class _ChunkedScan(torch.autograd.Function):
         d_dt = (dX * x.view(b, c, l, h, p)).sum(-1) + da.transpose(2, 3) * A      # (b, c, l, h)
         dA = (da.transpose(2, 3) * dt).sum((0, 1, 2))
         dB, dC = (u.transpose(2, 3).reshape(b, T, g, n) for u in (dB, dC))
-        return dx, d_dt.view(b, T, h), dA, dB, dC, None
+        return dx, d_dt.view(b, T, h), dA, dB, dC, None, carry.reshape(b, h, p, n)     # carry: d S[0]
 
 # Mamba2's conv (model.causal_conv_silu): the causal depthwise convolution and its silu,
 # out_t = silu(bias + sum_k w_k x_{t-K+1+k}), written as K shifted multiply-adds in the (B, T, C)

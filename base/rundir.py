@@ -49,7 +49,7 @@ def pick_dtype(dtype, device):
 
 # settings train.py gained after runs were committed: a checkpoint without one trained as this value does
 ADDED = {'cooldown_iters': 0, 'snapshots_after_fit': '', 'snapshots_at_iter': '', 'distractors': 0.0,
-         'fast_kernels': True}
+         'fast_kernels': True, 'state_passing': ''}
 
 # the files train.py and eval_lengths.py write into a run dir: every other module asks for them here (a study's
 # own files beside them are named in study/files.py)

@@ -639,3 +639,20 @@ def test_small_sizes_are_said_in_mib():
     from base import rundir
     assert [rundir.size_text(n) for n in (3 * 2**20 // 2, 2**30 - 1, 2**30, 5 * 2**30)] == \
         ['1.5 MiB', '1024.0 MiB', '1.0 GiB', '5.0 GiB']
+
+
+def test_the_recent_layout_writes_its_own_record_and_is_for_mqar_alone(tok, tmp_path):
+    """--pair_distance=d evaluates mqar with the pairs d tokens before the question, into
+    eval_lengths_pairs<d>.json beside the plain record, whose examples it does not change; with another
+    task it is refused in one line."""
+    run_dir = str(tmp_path / 'r')
+    save_tiny_run(run_dir, tok)
+    args = [f'--out_dirs={run_dir}', '--tasks=mqar', '--multiples=1,2', '--eval_samples=4', '--plot=False']
+    assert main_here(*args, '--pair_distance=5') is None
+    rec = json.load(open(os.path.join(run_dir, 'eval_lengths_pairs5.json')))
+    assert rec['pair_distance'] == 5 and set(rec['length_eval']['mqar']) == {'1x', '2x'}
+    assert not os.path.exists(os.path.join(run_dir, 'eval_lengths.json'))
+    model = E.load_run(run_dir, 'cpu')[0]
+    assert rec['length_eval']['mqar']['2x'] == E.evaluate(model, tok, 'mqar', 256, 4, 8, 'cpu', pair_distance=5)
+    assert 'pair_distance=5' in main_here(*args[:1], '--tasks=niah_single', '--pair_distance=5')
+    assert 'pair_distance=-2' in main_here(*args, '--pair_distance=-2')

@@ -218,6 +218,53 @@ def test_fast_scan_equals_the_readable_chunked_scan_float64(groups):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=name)
 
 
+@pytest.mark.parametrize("scan", SCANS)
+@pytest.mark.parametrize("t", [1, 16, 37, 100])
+def test_ssd_scan_from_an_initial_state_matches_sequential_loop_forward_and_backward_float64(t, scan):
+    """h_0 given (mamba's initial_states): the outputs, the final state and the gradients of every input,
+    h_0 included, equal autograd through the loop started from h_0, for any t (37: a padded tail, 1: less
+    than a chunk); one B, C for all heads, as in the mixer."""
+    x, dt, A, B, C = random_scan_inputs(2, t, 4, 3, 5, torch.float64, groups=1)
+    h0 = torch.randn(2, 4, 3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    args = [a.requires_grad_() for a in (x, dt, A, B, C, h0)]
+    loss = weighted_loss(t, 4, 3, 5)
+    y_ref, s_ref = ssd_scan_sequential(*args)
+    y, s = scan(*args[:5], chunk_size=16, initial_state=args[5])
+    torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(s, s_ref, rtol=1e-10, atol=1e-10)
+    g_ref = torch.autograd.grad(loss(y_ref, s_ref), args)
+    g = torch.autograd.grad(loss(y, s), args)
+    for name, a, b in zip('x dt A B C h0'.split(), g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=name)
+    assert (g[5] != 0).all()                      # h_0 reaches every output: its gradient is nowhere zero
+
+
+def test_a_scan_split_in_two_carries_its_state_exactly():
+    """The final state of the first half, as the second half's initial state, gives the whole sequence's
+    outputs and final state: what training from carried states relies on."""
+    args = random_scan_inputs(2, 50, 4, 3, 5, torch.float64, groups=1)
+    y, s = ssd_scan(*args, chunk_size=8, fast=True)
+    first, second = ([a[:, :23] for a in (args[0], args[1])], [a[:, 23:] for a in (args[0], args[1])])
+    y1, s1 = ssd_scan(*first, args[2], args[3][:, :23], args[4][:, :23], chunk_size=8, fast=True)
+    y2, s2 = ssd_scan(*second, args[2], args[3][:, 23:], args[4][:, 23:], chunk_size=8, initial_state=s1, fast=True)
+    torch.testing.assert_close(torch.cat([y1, y2], 1), y, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s2, s, rtol=1e-12, atol=1e-12)
+
+
+def test_gpt_hands_each_mamba2_layers_final_state_out_and_takes_it_in():
+    """GPT.forward with states: one entry per layer, a Mamba2 layer's state (attention layers: None); from a
+    zero state it is the model without states; a state fed back in changes the Mamba2 layers' outputs."""
+    torch.manual_seed(0)
+    m = GPT(tiny(block_pattern='AM', n_layer=3))
+    idx = torch.randint(0, 64, (2, 20))
+    plain = m(idx, idx)
+    logits, loss, finals = m(idx, idx, states=[None] * 3)
+    assert torch.equal(logits, plain[0]) and torch.equal(loss, plain[1])
+    assert finals[0] is None and finals[2] is None and finals[1].shape == (2, m.blocks[1].mixer.n_heads, 16, 8)
+    again = m(idx, idx, states=finals)
+    assert not torch.equal(again[1], loss) and again[2][1].shape == finals[1].shape
+
+
 def test_fast_scan_backward_takes_the_expanded_gradient_of_a_sum():
     """y.sum() hands the backward a gradient with stride 0 (tools/bench.py's scan section does this): the
     written-out backward gives autograd's gradients of the sequential loop there too."""
@@ -285,7 +332,7 @@ def test_mamba2_layer_keeps_nothing_per_chunk_matrix_for_backward(eager):
     for chunk in (8, 128):
         torch.manual_seed(0)
         block = M.Block(tiny(block_pattern='M', chunk_size=chunk, dropout=0.1, dropout_site='vpad'), 0)
-        saved[chunk] = saved_for_backward_bytes(lambda: block(x), exclude=list(block.parameters()))
+        saved[chunk] = saved_for_backward_bytes(lambda: block(x)[0], exclude=list(block.parameters()))
     # at chunk 128 one (l x l) matrix per head, chunk and row (4 x 2 x 2) is 1 MiB, 2/3 of what is kept now
     assert saved[128] < 1.1 * saved[8]
 

@@ -232,6 +232,31 @@ def test_mqar_layout(tok):
     assert keys <= set(sd.MQAR_KEYS) and len(keys) > 100 and "green" not in sd.MQAR_KEYS and " green" in sd.NOISE
 
 
+@pytest.mark.parametrize("distance", [0, 7, 300])
+def test_mqar_pairs_moved_to_a_distance_before_the_question(tok, distance):
+    """pair_distance=d (the eval's recent layout): the same 4 pairs and 2 queries, the pairs' block now ends
+    exactly d haystack tokens before the first query's key, the haystack fills the front; the length, the
+    answers (each asked key's value from its pair) and the scored spans are as in the default layout."""
+    rng = random.Random(0)
+    for length in (sd.min_length("mqar", tok) + distance, 640, 4096):
+        ex = sd.make_example("mqar", tok, length, rng, "eval", pair_distance=distance)
+        end = len(tok.encode(sd.END))
+        assert len(ex.prompt) + len(ex.answer) + end == length
+        start = len(ex.prompt) - 1 - distance - 2 * sd.MQAR_PAIRS          # the pairs' first token
+        pairs = ex.prompt[start:start + 2 * sd.MQAR_PAIRS]
+        value_of = dict(zip(pairs[0::2], pairs[1::2]))
+        assert len(value_of) == sd.MQAR_PAIRS and all(re.fullmatch(r"\d\d", tok.decode([v])) for v in value_of.values())
+        seq = ex.prompt + ex.answer
+        keys = [seq[len(ex.prompt) - 1]] + ex.answer[len(ex.values[0])::2][:sd.MQAR_QUERIES - 1]
+        assert [value_of[k] for k in keys] == [v[0] for v in ex.values]       # the answers: the pairs' values
+        assert all(seq.count(k) == 2 for k in keys)                          # each asked key: its pair, its query
+        outside = ex.prompt[:start] + ex.prompt[start + 2 * sd.MQAR_PAIRS:len(ex.prompt) - 1]
+        assert not set(outside) & set(pairs) and tok.decode(outside[-distance:] if distance else []) in \
+            sd.NOISE * (distance // 10 + 2)                                  # haystack between the pairs and the question
+    with pytest.raises(ValueError, match="needs at least"):
+        sd.make_example("mqar", tok, sd.min_length("mqar", tok) + distance - 1, rng, "eval", pair_distance=distance)
+
+
 def test_answer_distances_count_back_from_the_predicting_position(tok):
     """mqar: the value token at prompt position 2i+1 is predicted by the query key's position; niah:
     each of the 4 value tokens is as far from its copy as the answer is from the needle."""

@@ -146,6 +146,45 @@ def test_resume_continues_exactly(data_dir, tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+MAMBA = ['--block_pattern=M', '--d_state=8', '--headdim=16', '--chunk_size=32', '--dropout=0.2',
+         '--dropout_site=vpad']
+
+
+@pytest.mark.parametrize('passing', ['carry', 'noise'])
+def test_training_from_carried_states_is_killed_and_resumed_exactly(data_dir, tmp_path, monkeypatch, passing):
+    """state_passing: each row of a step starts, in every Mamba2 layer, from the final state a row of the
+    step before reached (or noise fitted to those states). The states are in the checkpoint, one (rows, h,
+    p, n) tensor per layer and micro-step: a run killed after its checkpoint of iter 4 and resumed ends
+    equal, bit for bit, to the uninterrupted one."""
+    plant = Planted(monkeypatch, fit_at=100)
+    common = ['tests/base_config.py', *TINY, *on(data_dir), *MAMBA, '--eval_interval=2', '--max_iters=6',
+              '--gradient_accumulation_steps=2', f'--state_passing={passing}']
+    whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
+    plant.run(*common, f'--out_dir={whole}')
+    with pytest.raises(RuntimeError, match='killed'):
+        plant.run(*common, f'--out_dir={killed}', kill=3)              # the length eval of iter 4, after its checkpoint
+    saved = torch.load(os.path.join(killed, 'ckpt.pt'), weights_only=True)
+    assert saved['iter_num'] == 4 and len(saved['carried_states']) == 1 and len(saved['carried_states'][0]) == 2
+    for micro in saved['carried_states'][0]:                           # per micro-step, per layer: (rows, h, p, n)
+        assert [tuple(s.shape) for s in micro] == [(4, 4, 16, 8)] * 2 and not any(s.requires_grad for s in micro)
+    plant.run(*common, f'--out_dir={killed}', '--init_from=resume')
+    assert_same_run(whole, killed, exact=True)
+
+
+def test_carried_states_change_training_from_the_second_step_and_off_changes_nothing(data_dir, tmp_path):
+    """The first step starts from zero states either way; from the second on, carried states change the loss.
+    Without the option a checkpoint holds no carried states, as before it existed."""
+    common = ['tests/base_config.py', *TINY, *on(data_dir), *MAMBA, '--eval_interval=1', '--max_iters=2']
+    off, carry = str(tmp_path / 'off'), str(tmp_path / 'carry')
+    run(*common, f'--out_dir={off}')
+    run(*common, f'--out_dir={carry}', '--state_passing=carry')
+    a, b = log(off), log(carry)
+    assert a[1]['train_loss'] == b[1]['train_loss'] and a[2]['train_loss'] != b[2]['train_loss']
+    assert 'carried_states' not in torch.load(os.path.join(off, 'ckpt.pt'), weights_only=True)
+    one_line_error(run('tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={tmp_path / "t"}',
+                       '--state_passing=carry', check=False), "state_passing='carry' gives Mamba2 layers", 'has none')
+
+
 ONE_THREAD = dict(os.environ, OMP_NUM_THREADS='1')
 
 
@@ -164,6 +203,26 @@ def assert_same_run(a_dir, b_dir, exact=False):
             assert abs(ra[k] - rb[k]) <= (0 if exact else 1e-4), (k, ra, rb)
     pa, pb = params(a_dir), params(b_dir)
     assert all(torch.equal(pa[k], pb[k]) if exact else torch.allclose(pa[k], pb[k], atol=1e-5) for k in pa)
+
+
+@pytest.mark.slow   # two torchruns of 3 processes
+def test_ddp_processes_each_carry_their_own_rows_states(data_dir, tmp_path):
+    """state_passing under DDP: each process carries the states of its own rows, so 2 processes that each take
+    one of a step's 2 micro-batches train exactly like 1 process taking both, and resume exactly (the
+    checkpoint holds every process's states)."""
+    common = ['tests/base_config.py', *TINY, *on(data_dir), *MAMBA, '--eval_interval=3', '--state_passing=carry',
+              '--batch_size=4', '--gradient_accumulation_steps=2', '--eval_iters=2']
+    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(*common, f'--out_dir={one}', '--max_iters=6')
+    finally:
+        torch.set_num_threads(threads)
+    torchrun(*common, f'--out_dir={two}', '--max_iters=3')
+    assert len(torch.load(os.path.join(two, 'ckpt.pt'), weights_only=True)['carried_states']) == 2
+    torchrun(*common, f'--out_dir={two}', '--max_iters=6', '--init_from=resume')
+    assert_same_run(one, two, exact=True)
 
 
 @pytest.mark.slow   # ~20 s of process starts (two torchruns of 3 processes); .ci/run runs -m slow

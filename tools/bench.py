@@ -169,7 +169,7 @@ def bench_saved():
         rope_cs = M.rope_tables(c['block_size'], c['n_embd'] // c['n_head'], 10000.0, 'cpu')
         for dtype in ('fp32', 'bf16 autocast'):
             with torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype != 'fp32'):
-                n = saved_for_backward_bytes(lambda: block(x, rope_cs), exclude=list(block.parameters()))
+                n = saved_for_backward_bytes(lambda: block(x, rope_cs)[0], exclude=list(block.parameters()))
             per_row[name, dtype] = n
             extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
             print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
