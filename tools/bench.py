@@ -2,7 +2,7 @@
 Performance figures, each a ratio against a baseline measured in the same run.
 
     python -m tools.bench                  # all CPU sections
-    python -m tools.bench --only=sites     # one of: sites, mamba, dropout, saved, scan, memory
+    python -m tools.bench --only=sites     # one of: sites, mamba, dropout, readable, saved, scan, memory
     python -m tools.bench --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
 
 Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
@@ -13,6 +13,7 @@ are not ranked. Rerun before believing a small difference.
 
 import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -26,7 +27,6 @@ import model as M
 from configurator import configure, settings_of
 from model import GPT, SITES, CompiledOrEager, GPTConfig, ssd_scan, ssd_scan_sequential
 from base import kernels
-from base.kernels import ssd_scan_fast
 
 # The shapes of results/bench: an earlier main run's transformer (window 64, NoPE every 2nd layer,
 # config/archive/niah_128.py) and config/mamba2.py's Mamba2, both at width 128, depth 4
@@ -35,9 +35,11 @@ MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, he
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: its configs, model.py
 
 SETTINGS = dict(
-    only='',           # one section: sites, mamba, dropout, saved, scan, memory; with --device=cuda gpu_sites, gpu_4k
+    only='',           # one section: sites, mamba, dropout, readable, saved, scan, memory; with --device=cuda
+                       # (or --tiny=True) gpu_sites, gpu_4k
     device='cpu',      # 'cuda' (or 'cuda:1'): the GPU sections, compiled, bf16 autocast, fused AdamW
     peak_flops=0.0,    # the GPU's dense bf16 peak in FLOP/s, for MFU (H100 / H200 SXM: 989e12); 0 = no MFU
+    tiny=False,        # the GPU sections' code at tiny shapes, eager, on any device (tools/gpu_check.py's dry run)
 )
 
 
@@ -109,19 +111,68 @@ def bench_dropout(rounds=15):
     x = torch.randn(16 * 256, 512, requires_grad=True)
     g = torch.randn_like(x)
 
-    def fb(op, compiled):
+    def fb(op, compiled=True):
         def run():
-            kernels.USE_COMPILE = compiled
-            op().backward(g)
+            with contextlib.nullcontext() if compiled else kernels.eager():
+                op().backward(g)
         return run
-    ops = {'F.dropout (float masks)': fb(lambda: F.dropout(x, 0.1, True), True),
-           'inverted_dropout (compiled)': fb(lambda: M.inverted_dropout(x, 0.1), True),
-           'inverted_dropout (eager)': fb(lambda: M.inverted_dropout(x, 0.1), False),
-           'vpad (compiled)': fb(lambda: M.vpad(x, 0.1), True),
-           'vpad (eager)': fb(lambda: M.vpad(x, 0.1), False),
-           'vpad_reference (definition)': fb(lambda: M.vpad_reference(x, 0.1), False)}
+    ops = {'F.dropout (float masks)': fb(lambda: F.dropout(x, 0.1, True)),
+           'inverted_dropout (kernel)': fb(lambda: M.inverted_dropout(x, 0.1, fast=True)),
+           'inverted_dropout (eager)': fb(lambda: M.inverted_dropout(x, 0.1, fast=True), False),
+           'vpad (kernel)': fb(lambda: M.vpad(x, 0.1, fast=True)),
+           'vpad (eager)': fb(lambda: M.vpad(x, 0.1, fast=True), False),
+           'vpad (readable)': fb(lambda: M.vpad(x, 0.1))}
     report(alternating(ops, rounds, warmup=2), 'F.dropout (float masks)')
-    kernels.USE_COMPILE = True
+
+
+def bench_readable(rounds=7, calls=20):
+    """What each fast kernel buys: model.py's readable definition of the op under torch.compile (forward and
+    backward compiled together, as compile=True runs the model) against the kernel the model runs by default,
+    forward + backward at the shapes the studies train: 32 rows x 64 tokens, the Mamba2 recipe's mixer (width
+    64: d_inner 128, 4 heads of 32, d_state 64, one chunk of 64) and the second scale's width (128) for the
+    dropout sites. The readable gated norm eagerly, against itself compiled (its fast path)."""
+    print(f"\n== readable definitions under torch.compile vs the fast kernels, forward + backward, {calls} calls "
+          f"a round, {rounds} alternating rounds ==")
+    gen = torch.Generator().manual_seed(0)
+
+    def fb(fn, *args):
+        leaves = [a for a in args if a.requires_grad]
+
+        def run():
+            for _ in range(calls):
+                out = fn(*args)
+                out = out[0] if isinstance(out, tuple) else out
+                torch.autograd.grad(out.square().sum(), leaves)
+        return run
+    x = torch.randn(32, 64, 128, generator=gen, requires_grad=True)
+    for name, op in (('vpad', M.vpad), ('inverted_dropout', M.inverted_dropout)):
+        print(f"-- {name}, x (32, 64, 128), p = 0.1")
+        report(alternating({'kernel': fb(lambda x: op(x, 0.1, fast=True), x),
+                            'readable, compiled': fb(torch.compile(lambda x: op(x, 0.1)), x)}, rounds, warmup=2),
+               'readable, compiled')
+    b, t, h, p, n = 32, 64, 4, 32, 64
+    scan_args = [torch.randn(b, t, h, p, generator=gen), F.softplus(torch.randn(b, t, h, generator=gen) - 2),
+                 -torch.rand(h, generator=gen) * 15 - 1, torch.randn(b, t, 1, n, generator=gen),
+                 torch.randn(b, t, 1, n, generator=gen)]
+    scan_args = [a.requires_grad_() for a in scan_args]
+    print(f"-- ssd_scan, x ({b}, {t}, {h}, {p}), one B, C (n = {n}), chunk 64")
+    report(alternating({'kernel': fb(lambda *a: ssd_scan(*a, chunk_size=64, fast=True), *scan_args),
+                        'readable, compiled': fb(torch.compile(lambda *a: ssd_scan(*a, chunk_size=64)), *scan_args)},
+                       rounds, warmup=2), 'readable, compiled')
+    conv = [torch.randn(b, t, 256, generator=gen), torch.randn(256, 1, 4, generator=gen) / 2,
+            torch.randn(256, generator=gen) / 2]
+    conv = [a.requires_grad_() for a in conv]
+    print("-- causal_conv_silu, x (32, 64, 256), 4 taps")
+    report(alternating({'kernel': fb(lambda *a: M.causal_conv_silu(*a, fast=True), *conv),
+                        'readable, compiled': fb(torch.compile(M.causal_conv_silu), *conv)}, rounds, warmup=2),
+           'readable, compiled')
+    norm = [torch.randn(b, t, h, p, generator=gen), torch.randn(b, t, h, p, generator=gen),
+            torch.randn(h, generator=gen), torch.randn(b, t, h * p, generator=gen), torch.ones(h * p)]
+    norm = [a.requires_grad_() for a in norm]
+    print("-- gated_rms_norm, y, x (32, 64, 4, 32): its fast path is this code compiled")
+    report(alternating({'fused (compiled)': fb(lambda *a: M.gated_rms_norm_fused(*a, 1e-5), *norm),
+                        'readable, eager': fb(lambda *a: M.gated_rms_norm(*a, 1e-5), *norm)}, rounds, warmup=2),
+           'readable, eager')
 
 
 def saved_for_backward_bytes(fn, exclude):
@@ -158,22 +209,21 @@ def bench_saved():
     print("\n== saved for backward, one layer, one 4096-token row, width 768 (saved_tensors_hooks, "
           "distinct storages) ==")
     configs = {name: read_config(name) for name in ('gpu_vpad_4k', 'gpu_mamba2_4k')}
-    kernels.USE_COMPILE = False
     per_row = {}
-    for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
-        c = configs[name]
-        keys = ('n_layer', 'n_head', 'n_embd', 'window', 'nope_every', 'short_conv', 'dropout', 'dropout_site',
-                'block_pattern', 'd_state', 'expand', 'headdim', 'chunk_size')
-        block = M.Block(GPTConfig(vocab_size=2048, **{k: c[k] for k in keys if k in c}), 0).train()
-        x = torch.randn(1, c['block_size'], c['n_embd'], requires_grad=True)
-        rope_cs = M.rope_tables(c['block_size'], c['n_embd'] // c['n_head'], 10000.0, 'cpu')
-        for dtype in ('fp32', 'bf16 autocast'):
-            with torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype != 'fp32'):
-                n = saved_for_backward_bytes(lambda: block(x, rope_cs)[0], exclude=list(block.parameters()))
-            per_row[name, dtype] = n
-            extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
-            print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
-    kernels.USE_COMPILE = True
+    with kernels.eager():                  # what is kept for backward, not speed: no compile time
+        for name, kind in (('gpu_vpad_4k', 'attention block (window 1024)'), ('gpu_mamba2_4k', 'Mamba2 block')):
+            c = configs[name]
+            keys = ('n_layer', 'n_head', 'n_embd', 'window', 'nope_every', 'short_conv', 'dropout', 'dropout_site',
+                    'block_pattern', 'd_state', 'expand', 'headdim', 'chunk_size')
+            block = M.Block(GPTConfig(vocab_size=2048, **{k: c[k] for k in keys if k in c}), 0).train()
+            x = torch.randn(1, c['block_size'], c['n_embd'], requires_grad=True)
+            rope_cs = M.rope_tables(c['block_size'], c['n_embd'] // c['n_head'], 10000.0, 'cpu')
+            for dtype in ('fp32', 'bf16 autocast'):
+                with torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype != 'fp32'):
+                    n = saved_for_backward_bytes(lambda: block(x, rope_cs)[0], exclude=list(block.parameters()))
+                per_row[name, dtype] = n
+                extra = f", chunk {c['chunk_size']}" if 'chunk_size' in c else ''
+                print(f"{kind + extra:<36} {dtype:<14} {n / 2**30:6.3f} GiB per row")
     print("per config, layers x rows per micro-batch x the bf16 figure (activations only: no weights, "
           "optimizer state, logits or eval):")
     for name, c in configs.items():
@@ -196,7 +246,7 @@ def bench_scan():
         B, C = torch.randn(1, t, 1, 64, generator=g), torch.randn(1, t, 1, 64, generator=g)
         args = [a.requires_grad_(backward) for a in (x, dt, A, B, C)]
         y_ref, _ = ssd_scan_sequential(*args)
-        scans = {'ssd_scan_fast': lambda: ssd_scan_fast(*args, chunk_size=64),
+        scans = {'ssd_scan_fast': lambda: ssd_scan(*args, chunk_size=64, fast=True),
                  'ssd_scan': lambda: ssd_scan(*args, chunk_size=64)}
         err = {name: (scan()[0] - y_ref).abs().max().item() for name, scan in scans.items()}
 
@@ -332,25 +382,39 @@ def gpu_4k_variants():
             'gpu_mamba2_4k, eager': (gpu_model('gpu_mamba2_4k'), 4, 4096, False)}
 
 
-def bench_gpu_sites(device, peak_flops):
-    bench_gpu_group("GPU training step per dropout site: 12 layers x 768, full causal, 16 x 1024 tokens, dropout 0.1",
-                    gpu_sites_variants(), 'none', device, peak_flops)
+def tiny(variants):
+    """The variants at tiny shapes, eager: the GPU sections' code run in seconds on a CPU (a dry run)."""
+    shrink = dict(n_layer=2, n_head=2, n_embd=32, vocab_size=256, d_state=16, headdim=16, chunk_size=16)
+    return {name: ({**cfg, **shrink, 'window': min(cfg['window'], 16)}, 2, T // 16, False)
+            for name, (cfg, batch, T, compile) in variants.items()}
 
 
-def bench_gpu_4k(device, peak_flops):
-    bench_gpu_group("GPU training step at 4 x 4096 tokens: the 4K configs' models", gpu_4k_variants(),
-                    'gpu_vpad_4k', device, peak_flops)
+def bench_gpu_sites(device, peak_flops, small=False):
+    bench_gpu_group("GPU training step per dropout site: 12 layers x 768, full causal, 16 x 1024 tokens, dropout 0.1"
+                    + (" (tiny: 2 x 32, 2 x 64 tokens, eager)" if small else ''),
+                    tiny(gpu_sites_variants()) if small else gpu_sites_variants(), 'none', device, peak_flops,
+                    **(TINY_ROUNDS if small else {}))
+
+
+def bench_gpu_4k(device, peak_flops, small=False):
+    bench_gpu_group("GPU training step at 4 x 4096 tokens: the 4K configs' models"
+                    + (" (tiny: 2 x 32, 2 x 256 tokens, eager)" if small else ''),
+                    tiny(gpu_4k_variants()) if small else gpu_4k_variants(), 'gpu_vpad_4k', device, peak_flops,
+                    **(TINY_ROUNDS if small else {}))
+
+
+TINY_ROUNDS = dict(rounds=2, steps=1)     # a dry run checks the code, it measures nothing
 
 
 if __name__ == '__main__':
-    cpu = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, saved=bench_saved,
-               scan=bench_scan, memory=bench_memory)
+    cpu = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, readable=bench_readable,
+               saved=bench_saved, scan=bench_scan, memory=bench_memory)
     gpu = dict(gpu_sites=bench_gpu_sites, gpu_4k=bench_gpu_4k)
     if any(a in ('-h', '--help') for a in sys.argv[1:]):
         print(__doc__.strip() + '\n')
     cfg = configure(SETTINGS, sys.argv[1:])
     only, device = cfg['only'], cfg['device']
-    benches = gpu if device.startswith('cuda') else cpu
+    benches = gpu if device.startswith('cuda') or cfg['tiny'] else cpu
     if device != 'cpu' and not device.startswith('cuda'):
         sys.exit(f"--device={device}: use cpu or cuda (cuda:N)")
     if only and only not in benches:
@@ -365,7 +429,7 @@ if __name__ == '__main__':
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     configurator.started()   # checked: Ctrl-C mid-bench is Python's KeyboardInterrupt again
     for name, fn in benches.items():
-        if only in ('', name) and device.startswith('cuda'):
-            fn(device, cfg['peak_flops'])
+        if only in ('', name) and benches is gpu:
+            fn(device, cfg['peak_flops'], cfg['tiny'])
         elif only in ('', name):
             fn()
