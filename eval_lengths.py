@@ -27,6 +27,8 @@ import dataclasses
 import json
 import math
 import os
+import random
+import re
 import shlex
 import sys
 import time
@@ -251,10 +253,38 @@ def accuracy(values_correct):
     return sum(sum(v) / len(v) for v in values_correct) / len(values_correct)
 
 
+PROBED_TASKS = ('niah_single', 'mqar', 'mqar_haystack')   # the tasks whose asked keys the probe swaps
+
+
+def with_absent_keys(ex, tok, rng):
+    """The key probe: ex with every asked key, wherever it is asked (after its first occurrence,
+    which defines it), replaced by a held-out key of as many tokens that the prompt never mentions.
+    The gold answer stays: a model that reads the key can no longer find it (accuracy falls to
+    chance, 1 / MQAR_PAIRS for mqar; lower with distractors, whose values are candidates too), one
+    that ignores the key keeps its accuracy."""
+    if ex.task not in PROBED_TASKS:
+        raise ValueError(f"the absent-key probe is defined for {', '.join(PROBED_TASKS)}, not {ex.task}")
+    taken = set(re.findall(r"[a-z]+", tok.decode(ex.prompt)))        # every word the prompt has
+    pool = sample_data.MQAR_KEYS if ex.task.startswith('mqar') else sample_data.EVAL_WORD_KEYS
+    seq = ex.prompt + ex.answer
+    for key in ex.keys:
+        old = tok.encode(" " + key)
+        while True:            # distinct replacements: a repeated one could point at an earlier query
+            new_key = rng.choice(pool)
+            new = tok.encode(" " + new_key)
+            if len(new) == len(old) and not set(new_key.split('-')) & taken:
+                taken.update(new_key.split('-'))
+                break
+        starts = [i for i in range(len(seq) - len(old) + 1) if seq[i:i + len(old)] == old]
+        for i in starts[1:]:
+            seq[i:i + len(old)] = new
+    return dataclasses.replace(ex, prompt=seq[:len(ex.prompt)], answer=seq[len(ex.prompt):])
+
+
 def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant='', distractors=0.0,
              pair_distance=None):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
-    (prompt + answer + end marker); absent_key: the key probe (sample_data.with_absent_keys);
+    (prompt + answer + end marker); absent_key: the key probe (with_absent_keys);
     variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size;
     distractors: mqar_haystack's, as the run's corpus has it; pair_distance: mqar's pairs that many
     haystack tokens before the question (None: at the document's start).
@@ -266,7 +296,10 @@ def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key
     why = too_many_examples(n, length)
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
-    examples = sample_data.eval_examples(task, tok, length, n, seed, absent_key, distractors, pair_distance)
+    examples = sample_data.eval_examples(task, tok, length, n, seed, distractors, pair_distance)
+    if absent_key:
+        probe = random.Random(f"absent:{seed}:{task}:{length}")
+        examples = [with_absent_keys(ex, tok, probe) for ex in examples]
     T = model.config.block_size
     scaling = dataclasses.replace(parse_variant(variant), s=length / T, T=T) if variant else None
     correct = []

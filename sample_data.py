@@ -501,42 +501,11 @@ def make_example(task, tok, length, rng, split='eval', distractors=0.0, pair_dis
     prompt = _assemble(draw, length - len(draw.answer) - len(tok.encode(END)), rng)
     return Example(task, split, prompt, draw.answer, draw.values, draw.value_spans, draw.keys)
 
-def eval_examples(task, tok, length, n, seed=0, absent_key=False, distractors=0.0, pair_distance=None):
+def eval_examples(task, tok, length, n, seed=0, distractors=0.0, pair_distance=None):
     """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams.
-    absent_key: the same examples with every asked key swapped for one absent from the prompt.
     distractors: as the run's corpus (mqar_haystack). pair_distance: mqar's pairs moved (make_example)."""
     rng = random.Random(f"eval:{seed}:{task}:{length}")
-    examples = [make_example(task, tok, length, rng, 'eval', distractors, pair_distance) for _ in range(n)]
-    if absent_key:
-        probe_rng = random.Random(f"absent:{seed}:{task}:{length}")
-        examples = [with_absent_keys(ex, tok, probe_rng) for ex in examples]
-    return examples
-
-PROBED_TASKS = ('niah_single', 'mqar', 'mqar_haystack')
-
-def with_absent_keys(ex, tok, rng):
-    """The key probe: ex with every asked key, wherever it is asked (after its first occurrence,
-    which defines it), replaced by a held-out key of as many tokens that the prompt never mentions.
-    The gold answer stays: a model that reads the key can no longer find it (accuracy falls to
-    chance, 1 / MQAR_PAIRS for mqar; lower with distractors, whose values are candidates too), one
-    that ignores the key keeps its accuracy."""
-    if ex.task not in PROBED_TASKS:
-        raise ValueError(f"the absent-key probe is defined for {', '.join(PROBED_TASKS)}, not {ex.task}")
-    taken = set(re.findall(r"[a-z]+", tok.decode(ex.prompt)))        # every word the prompt has
-    pool = MQAR_KEYS if ex.task.startswith('mqar') else EVAL_WORD_KEYS
-    seq = ex.prompt + ex.answer
-    for key in ex.keys:
-        old = tok.encode(" " + key)
-        while True:            # distinct replacements: a repeated one could point at an earlier query
-            new_key = rng.choice(pool)
-            new = tok.encode(" " + new_key)
-            if len(new) == len(old) and not set(new_key.split('-')) & taken:
-                taken.update(new_key.split('-'))
-                break
-        starts = [i for i in range(len(seq) - len(old) + 1) if seq[i:i + len(old)] == old]
-        for i in starts[1:]:
-            seq[i:i + len(old)] = new
-    return Example(ex.task, ex.split, seq[:len(ex.prompt)], seq[len(ex.prompt):], ex.values, ex.value_spans, ex.keys)
+    return [make_example(task, tok, length, rng, 'eval', distractors, pair_distance) for _ in range(n)]
 
 def make_document(task, tok, length, rng, split='train', distractors=0.0):
     """A training document (the tokens of make_example, END included), its loss mask (1 exactly on
@@ -639,16 +608,13 @@ def prepare(data_dir, block_size, num_tokens, tasks='niah_single', data_seed=133
     and written last, so a folder with meta.json is always complete."""
     names, weights = parse_tasks(tasks)
     tok = build_tokenizer()
-    need = max(min_length(t, tok) for t in names)
-    if block_size < need:
-        raise ValueError(f"block_size={block_size} is smaller than the shortest document of {tasks} ({need} tokens)")
     if num_tokens <= 0:
         raise ValueError(f"num_tokens={num_tokens} must be positive")
     if val_tokens < 0:
         raise ValueError(f"val_tokens={val_tokens} must be positive, or 0 for max(block_size, num_tokens // 50)")
-    if not 0 <= min_doc_len <= block_size:
-        raise ValueError(f"min_doc_len={min_doc_len} must be in 0..block_size ({block_size}); 0 = each task's minimum")
-    check_distractors(distractors, names)
+    if min_doc_len < 0:
+        raise ValueError(f"min_doc_len={min_doc_len} must be >= 0 (0 = each task's minimum)")
+    check_corpus(dict(tasks=tasks, distractors=distractors, block_size=block_size, min_doc_len=min_doc_len), tok)
     if not data_dir:
         raise ValueError("data_dir is empty; name a folder, e.g. --data_dir=data/niah")
     try:
@@ -778,35 +744,6 @@ def rows_with_several_documents(data_dir, block_size):
     return float(((rows == end[0]).sum(axis=1) > 1).mean())
 
 
-def open_corpus(cfg, master, wait=None):
-    """A train.py run's corpus: generated on first use (by rank 0; `wait` lets the others wait), then
-    checked against the run's settings and its checksums. -> (meta, tokenizer, {'train', 'val': (ids,
-    mask)}, load_split's); anything wrong is one line that says what to do."""
-    try:
-        if master:                    # one process generates a missing corpus; another run that needs it waits
-            make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
-        if wait:
-            wait()
-        meta = load_meta(cfg['data_dir'])
-        check_checksums(cfg['data_dir'], meta)
-        tok = load_tokenizer(cfg['data_dir'])
-    except ValueError as e:
-        raise SystemExit(str(e))
-    wanted = dict(corpus_settings(cfg), tokenizer=build_tokenizer().name)
-    differ = {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
-    if differ:
-        raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
-                         + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
-                         + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
-    data = {split: load_split(cfg['data_dir'], split) for split in ('train', 'val')}
-    for split, (ids, _) in data.items():
-        if len(ids) <= cfg['block_size']:
-            raise SystemExit(f"{cfg['data_dir']}/{split}.bin holds {len(ids):,} tokens, less than one row of "
-                             f"block_size={cfg['block_size']} + 1: delete {cfg['data_dir']} and rerun (train.py "
-                             f"generates it again), or raise num_tokens")
-    return meta, tok, data
-
-
 def load_split(data_dir, split):
     """(ids, mask) of 'train' or 'val' as read-only memmaps: uint16 token ids, uint8 loss mask."""
     return (np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'),
@@ -845,6 +782,13 @@ def check_corpus(cfg, tok):
     return trained
 
 
+def differing_settings(meta, cfg):
+    """The settings in which a corpus (its meta.json) differs from the one a config asks for: {key: (the
+    corpus', the config's)}; {} when it is that corpus."""
+    wanted = dict(corpus_settings(cfg), tokenizer=build_tokenizer().name)
+    return {k: (meta.get(k), v) for k, v in wanted.items() if meta.get(k) != v}
+
+
 def distractor_setting(distractors, tasks):
     """The corpus setting as meta.json keeps it: only for a corpus of a task that reads it, so every
     other corpus' meta.json is what it was before the setting existed."""
@@ -856,15 +800,14 @@ def refuse_other_settings(cfg):
     is never overwritten. The same settings write the same bytes again (which repairs a damaged
     file, as the checksum errors advise), and a corpus without a valid meta.json is written again."""
     try:
-        old = load_meta(cfg['data_dir'])
-        asked = corpus_settings(cfg)
+        differ = differing_settings(load_meta(cfg['data_dir']), cfg)
     except DataError:
         return
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    differ = [f"{k}={old.get(k)!r}" for k, v in asked.items() if old.get(k) != v]
     if differ:
-        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings ({', '.join(differ)}), "
+        raise SystemExit(f"{cfg['data_dir']} already holds a corpus of other settings ("
+                         f"{', '.join(f'{k}={old!r}' for k, (old, _) in differ.items())}), "
                          f"which runs trained on it check against: pick another data_dir, or delete "
                          f"{cfg['data_dir']} to write it again")
 

@@ -367,13 +367,43 @@ class Run:
 
 
 # -----------------------------------------------------------------------------
-# data and model: the batches drawn from the corpus (sample_data.open_corpus), and the model fresh,
+# data and model: the corpus (sample_data's, opened and checked here) and the batches drawn from it, and the model fresh,
 # resumed, or from another run's weights
 
 class Split(NamedTuple):
     ids: np.ndarray    # token ids, flat (sample_data.load_split's memmap)
     mask: np.ndarray   # 1 where the token is part of an answer
     n_rows: int        # aligned rows of block_size (+1) tokens
+
+
+def open_corpus(cfg, master, wait=None):
+    """The run's corpus: generated on first use (by rank 0; `wait` lets the others wait), then checked against
+    the run's settings and its checksums. -> (meta, tokenizer, {'train', 'val': Split}); anything wrong is one
+    line that says what to do."""
+    try:
+        if master:                    # one process generates a missing corpus; another run that needs it waits
+            sample_data.make_corpus(cfg, "rerun (or point --data_dir elsewhere)")
+        if wait:
+            wait()
+        meta = sample_data.load_meta(cfg['data_dir'])
+        sample_data.check_checksums(cfg['data_dir'], meta)
+        tok = sample_data.load_tokenizer(cfg['data_dir'])
+    except ValueError as e:
+        raise SystemExit(str(e))
+    differ = sample_data.differing_settings(meta, cfg)
+    if differ:
+        raise SystemExit(f"{cfg['data_dir']} was generated with other settings ("
+                         + ", ".join(f"{k}={a!r}, this run: {b!r}" for k, (a, b) in differ.items())
+                         + f"): point data_dir elsewhere or delete {cfg['data_dir']}")
+    data = {}
+    for split in ('train', 'val'):
+        ids, mask = sample_data.load_split(cfg['data_dir'], split)
+        data[split] = Split(ids, mask, (len(ids) - 1) // cfg['block_size'])
+        if not data[split].n_rows:
+            raise SystemExit(f"{cfg['data_dir']}/{split}.bin holds {len(ids):,} tokens, less than one row of "
+                             f"block_size={cfg['block_size']} + 1: delete {cfg['data_dir']} and rerun (train.py "
+                             f"generates it again), or raise num_tokens")
+    return meta, tok, data
 
 
 def batch_rows(split, rows, T, loss_on):
@@ -675,8 +705,7 @@ def start(argv):
         raise SystemExit(f"{out_dir} already holds a run ({run.ckpt_path}): continue it with "
                          f"--init_from=resume, or start over in another --out_dir (or delete it)")
     wait = dist.barrier if procs.ddp else None     # the others wait while rank 0 makes the corpus
-    run.meta, run.tok, corpus = sample_data.open_corpus(cfg, procs.master, wait)
-    run.data = {split: Split(ids, mask, (len(ids) - 1) // cfg['block_size']) for split, (ids, mask) in corpus.items()}
+    run.meta, run.tok, run.data = open_corpus(cfg, procs.master, wait)
     start_model(run, checked.model)
     if cfg['state_passing']:        # (evaluation, the val loss and the quick eval start from zero states)
         run.carried = resume_carried(run, run.last.get('carried_states')) if run.resumed else [None] * procs.micro_steps

@@ -539,7 +539,7 @@ class Lookup(torch.nn.Module):
 
 
 def test_mqar_needs_the_key(tok):
-    """With every asked key swapped for one absent from the prompt (sample_data.with_absent_keys),
+    """With every asked key swapped for one absent from the prompt (eval_lengths.with_absent_keys),
     a model that retrieves by key falls from 1.0 to nothing, and one that ignores the key scores
     chance (1 / MQAR_PAIRS) either way: mqar accuracy measures retrieval by key."""
     reader, ignorer = Lookup(tok, read_key=True), Lookup(tok, read_key=False)
@@ -656,3 +656,33 @@ def test_the_recent_layout_writes_its_own_record_and_is_for_mqar_alone(tok, tmp_
     assert rec['length_eval']['mqar']['2x'] == E.evaluate(model, tok, 'mqar', 256, 4, 8, 'cpu', pair_distance=5)
     assert 'pair_distance=5' in main_here(*args[:1], '--tasks=niah_single', '--pair_distance=5')
     assert 'pair_distance=-2' in main_here(*args, '--pair_distance=-2')
+
+
+def test_absent_key_probe_swaps_only_the_asked_keys(tok):
+    """The probe keeps the definitions (the pairs, the needle) and the gold answer, and asks for
+    keys that the prompt never mentions. A model that ignores the key (here: answer with the value
+    of the pair that the query's position points at, or niah_single's only number) is unaffected on
+    niah_single and at chance (1/8) on mqar with and without the probe: only mqar needs the key."""
+    for task in E.PROBED_TASKS:
+        plain = sample_data.eval_examples(task, tok, 300, 20)
+        rng = random.Random(0)
+        probed = [E.with_absent_keys(ex, tok, rng) for ex in plain]
+        for a, b in zip(plain, probed):
+            assert b.values == a.values and len(b.prompt) == len(a.prompt) and len(b.answer) == len(a.answer)
+            for key in a.keys:
+                assert tok.decode(b.prompt + b.answer).count(key) == 1         # only where it is defined
+            assert b.prompt[:2 * sample_data.MQAR_PAIRS] == a.prompt[:2 * sample_data.MQAR_PAIRS]
+    with pytest.raises(ValueError, match="absent-key probe"):
+        E.with_absent_keys(sample_data.eval_examples("vt", tok, 300, 1)[0], tok, random.Random(0))
+
+
+def test_the_absent_key_probe_leaves_no_asked_key_in_a_haystack(tok):
+    """The probe's keys are absent from the whole prompt, distractors included: each occurs only
+    where it is asked (the question, and the answer's later query)."""
+    for length in (64, 4096):
+        plain, rng = sample_data.eval_examples("mqar_haystack", tok, length, 10, distractors=0.3), random.Random(0)
+        for ex, probe in zip(plain, [E.with_absent_keys(ex, tok, rng) for ex in plain]):
+            new = [tok.encode(" " + k)[0] for k in sample_data.MQAR_KEYS if tok.encode(" " + k)[0] not in ex.prompt]
+            asked = [probe.prompt[-1], probe.answer[1]]
+            assert all(k in new for k in asked) and probe.prompt[:-1].count(asked[0]) == 0
+            assert asked[1] not in probe.prompt and len(probe.prompt) == len(ex.prompt)

@@ -297,23 +297,6 @@ def test_min_doc_len_removes_the_window_shortcut(tmp_path):
     assert sd.beyond_reach(meta, 30) == 1.0 and 0.1 < sd.beyond_reach(meta, 62) < 0.2
 
 
-def test_absent_key_probe_swaps_only_the_asked_keys(tok):
-    """The probe keeps the definitions (the pairs, the needle) and the gold answer, and asks for
-    keys that the prompt never mentions. A model that ignores the key (here: answer with the value
-    of the pair that the query's position points at, or niah_single's only number) is unaffected on
-    niah_single and at chance (1/8) on mqar with and without the probe: only mqar needs the key."""
-    for task in sd.PROBED_TASKS:
-        plain = sd.eval_examples(task, tok, 300, 20)
-        probed = sd.eval_examples(task, tok, 300, 20, absent_key=True)
-        for a, b in zip(plain, probed):
-            assert b.values == a.values and len(b.prompt) == len(a.prompt) and len(b.answer) == len(a.answer)
-            for key in a.keys:
-                assert tok.decode(b.prompt + b.answer).count(key) == 1         # only where it is defined
-            assert b.prompt[:2 * sd.MQAR_PAIRS] == a.prompt[:2 * sd.MQAR_PAIRS]
-    with pytest.raises(ValueError, match="absent-key probe"):
-        sd.eval_examples("vt", tok, 300, 1, absent_key=True)
-
-
 # -----------------------------------------------------------------------------
 # held-out keys
 
@@ -390,19 +373,6 @@ def test_mqar_haystack_distractors_grow_with_the_length_and_pairs_sit_at_uniform
             depths += [ex.prompt.index(tok.encode(" " + k)[0]) / free for k in ex.keys]
         got = np.quantile(depths, [0.25, 0.5, 0.75])
         assert np.allclose(got, quartiles, atol=0.04), (task, got)
-
-
-def test_the_absent_key_probe_leaves_no_asked_key_in_a_haystack(tok):
-    """The probe's keys are absent from the whole prompt, distractors included: each occurs only
-    where it is asked (the question, and the answer's later query)."""
-    for length in (64, 4096):
-        plain = sd.eval_examples("mqar_haystack", tok, length, 10, distractors=0.3)
-        for ex, probe in zip(plain, sd.eval_examples("mqar_haystack", tok, length, 10, absent_key=True,
-                                                      distractors=0.3)):
-            new = [tok.encode(" " + k)[0] for k in sd.MQAR_KEYS if tok.encode(" " + k)[0] not in ex.prompt]
-            asked = [probe.prompt[-1], probe.answer[1]]
-            assert all(k in new for k in asked) and probe.prompt[:-1].count(asked[0]) == 0
-            assert asked[1] not in probe.prompt and len(probe.prompt) == len(ex.prompt)
 
 
 def test_distractors_are_a_setting_of_the_corpus_and_only_of_mqar_haystack(tmp_path):
