@@ -38,7 +38,6 @@ import json
 import math
 import os
 import random
-import re
 import shlex
 import shutil
 import string
