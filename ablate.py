@@ -77,7 +77,7 @@ from study.runs import (Run, check_sources, command, differing, fit_of, last_pro
                         prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
                         to_train, trainer_env, where_grid_stands)
 from study.settings import check, split_argv
-from study.tables import format_markdown
+from study.report import format_markdown
 
 
 # -----------------------------------------------------------------------------

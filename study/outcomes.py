@@ -5,6 +5,7 @@ and its tests against the control. study/tables.py writes them as markdown (resu
 study/plots.py draws them.
 """
 
+import copy
 import shlex
 import statistics
 
@@ -13,10 +14,10 @@ from configurator import items
 from base import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
-from study.stats import (DELTA, TESTS, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
+from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
                          label_rule, leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test,
-                         point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip_test,
-                         smallest_fisher_p, verdict, wilson)
+                         point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip, smallest_fisher_p,
+                         verdict, wilson)
 
 def find_fit(runs):
     """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
@@ -136,8 +137,8 @@ def versus_control(arm, ctrl, paired, delta):
                               'difference': arm['accuracy_at_extrap']['mean'] - ctrl['accuracy_at_extrap']['mean']}
     if paired:
         both = [s for s in x if s in y]
-        p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
-        out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
+        test = sign_flip([x[s] - y[s] for s in both]) if both else {'p': None, 'method': 'no seed fit in both arms'}
+        out['paired'] = {'p': test['p'], 'method': test['method'], 'seeds': [int(s) for s in both],
                          'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
     second = second_analysis(arm.get('fixed_steps'))
     out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed'], delta),
@@ -145,23 +146,22 @@ def versus_control(arm, ctrl, paired, delta):
     return out
 
 
-def area_test(x, y, shift=DELTA):
+def area_test(x, y, shift=DELTA, unpaired=True):
     """An area against another, paired by seed (a seed fixes the initial weights and the batches in
     every arm; within one run, its early and late snapshots): sign-flip test over the per-seed
-    differences, their mean with its 95% and 90% t intervals, the seeds 80% power needs for a shift
-    of `shift`; and the unpaired permutation test."""
+    differences, their mean with its 95% and 90% intervals (the test inverted), the seeds 80% power needs
+    for a shift of `shift`; and the unpaired permutation test."""
     both = [s for s in x if s in y]
     d = [x[s] - y[s] for s in both]
     if not d:
         return None
-    p, method = sign_flip_test(d)
-    mean, ci = mean_ci(d, clip=False)
-    sd = mean_std(d)[1]
+    test, (mean, sd) = sign_flip(d), mean_std(d)
     return {'seeds': [int(s) for s in both], 'per_seed': {str(s): v for s, v in zip(both, d)}, 'difference': mean,
-            'ci95': ci,
-            'ci90': mean_ci(d, clip=False, level=0.90)[1],
-            'sd': sd, 'p': p, 'method': method, 'seeds_for_power': seeds_for_shift(sd, shift), 'shift': shift,
-            'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
+            'ci95': test['ci95'], 'ci90': test['ci90'],
+            'sd': sd, 'p': test['p'], 'method': test['method'], 'seeds_for_power': seeds_for_shift(sd, shift),
+            'shift': shift,
+            **({'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
+               if unpaired else {})}
 
 
 def point_name(run):
@@ -435,107 +435,168 @@ def per_seed_area(at, arm, point, which='left_out', variant=''):
 
 
 def rederive(results):
-    """A summary's Holm families, labels and leave-one-out robustness, from its own numbers under the
-    current wording of the rule: summarize's last step, and a committed results.json's (study.tables).
-    Each arm against its control is corrected within its family at its point; in a study of snapshots each
-    arm's change against the control's within its family's changes, or, where its family names it ("arm's
-    change"), together with the family's tests at the late point. Every area test keeps the mean areas it is
-    built from ('areas', which decide "at the ceiling") and its label (stats.verdict). Tests summarized
-    before they kept their per-seed differences get them back from the arms' per-seed areas. In place;
-    -> results."""
+    """Every number of a summary that its per-seed numbers give, under the current wording of the rule:
+    summarize's last step, and a committed results.json's (study.report). Each arm's spreads; each paired test
+    again from the per-seed areas it is built from (its differences, mean, sd, p, intervals, the mean areas that
+    decide "at the ceiling"); the Holm families: each arm against its control within its family at its point, in
+    a study of snapshots each arm's change against the control's within its family's changes or, where its
+    family names it ("arm's change"), with the family's tests at the late point; the comparisons and the variants
+    within theirs; every label (stats.verdict) and leave-one-out robustness. In place; -> results."""
     arms, rule = results['arms'], results['rule']
     delta, c = rule.get('delta', DELTA), rule['control']
     rule['label'] = label_rule(delta)
     at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
     fixed = fixed_steps(results)
     analyses = ('left_out', second_analysis(fixed))     # the primary and the analysis beside it
+    respread(arms, analyses[1])
 
     def areas(arm, point, which='left_out', variant=''):
         return per_seed_area(at, arm, point, which, variant)
 
-    def at_of(name, which, variant=''):
+    def of(name, which, variant=''):       # an arm's side of a test: [(sign, term, {seed: area})]
         a = arms[name]
-        return areas(a.get('arm', name), a.get('point'), which, variant)
+        return [(1, a.get('arm', name) + (f"@{variant}" if variant else ''),
+                 areas(a.get('arm', name), a.get('point'), which, variant))]
 
-    def restore(t, x, y):
-        if t and 'per_seed' not in t:
-            t['per_seed'] = {str(s): x[str(s)] - y[str(s)] for s in t['seeds']}
-        if t and 'ci90' not in t:
-            t['ci90'] = mean_ci(list(t['per_seed'].values()), clip=False, level=0.90)[1]
-    families, counted, built = {}, {}, []       # built: (test, {term: per-seed areas it is built from})
+    def point(a, p, which='left_out', sign=1):
+        return [(sign, f"{a} {point_text(p, fixed)}", areas(a, p, which))]
+
+    def change(a, which='left_out'):       # a run's change, late minus early
+        return point(a, late, which) + point(a, e, which, -1)
+    families, counted, built = {}, {}, []       # built: (test, its sides a and b, each [(sign, term, per-seed areas)])
     for name, arm in arms.items():
         v = arm.get('vs_control') or {}
         cname = v.get('control', c)
         for which in analyses:
             t = (v.get('area') or {}).get(which)
             if t:
-                restore(t, at_of(name, which), at_of(cname, which))
                 families.setdefault((arms[cname].get('point'), v.get('family'), which), []).append(t)
-                built.append((t, {arm.get('arm', name): at_of(name, which),
-                                  arms[cname].get('arm', cname): at_of(cname, which)}))
+                built.append((t, of(name, which), of(cname, which)))
         for variant, out in (arm.get('variants') or {}).items():
             vc = out.get('vs_control') or {}
             for which in analyses:
                 if vc.get(which):
-                    built.append((vc[which], {f"{arm.get('arm', name)}@{variant}": at_of(name, which, variant),
-                                              f"{arms[vc['control']].get('arm', vc['control'])}@{variant}":
-                                                  at_of(vc['control'], which, variant)}))
+                    families.setdefault((arms[vc['control']].get('point'), vc.get('family'), f"{variant}, {which}"),
+                                        []).append(vc[which])
+                    built.append((vc[which], of(name, which, variant), of(vc['control'], which, variant)))
     L = results.get('long')
     if L:
         e, late = L['early'], L['late']
         joined = named_changes(rule.get('families'))
-        change = {a: {s: v - areas(a, e)[s] for s, v in areas(a, late).items() if s in areas(a, e)}
-                  for a in {x for x, _ in at}}
         for a, t in L['change_vs_control'].items():
-            restore(t, change[a], change[c])
             if a in joined:      # with its family's tests at the late point; a never-fit run has no change to count
                 families.setdefault((late, joined[a], 'left_out'), []).append(t)
                 if a not in (L.get('fit_runs_only') or {}).get('change_vs_control', {}):   # (fixed steps: its own)
                     counted.setdefault((late, joined[a], analyses[1]), []).append(t)
             else:
                 families.setdefault(('change', t.get('family'), 'left_out'), []).append(t)
-            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p) for x in (a, c) for p in (late, e)}))
+            built.append((t, change(a), change(c)))
         for a, t in L['change'].items():
             if t:
                 families[('change', a, 'alone')] = [t]      # each a single test of its own: Holm over one is the raw p
-                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p) for p in (late, e)}))
+                built.append((t, point(a, late), point(a, e)))
         fit = L.get('fit_runs_only') or {}      # at fixed steps: the same over the runs fit by the early point
         which = analyses[1]
         for a, t in fit.get('change_vs_control', {}).items():
             families.setdefault((late, joined[a], which) if a in joined else ('change', t.get('family'), which),
                                 []).append(t)
-            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p, which) for x in (a, c) for p in (late, e)}))
+            built.append((t, change(a, which), change(c, which)))
         for a, t in fit.get('change', {}).items():
             if t:
                 families[('change', a, 'alone, ' + which)] = [t]
-                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p, which) for p in (late, e)}))
+                built.append((t, point(a, late, which), point(a, e, which)))
         for a, t in L['cooldown'].items():
             if t:
                 families[('cooldown', a, 'alone')] = [t]
-                built.append((t, {f"{a} {point_text(late, fixed)}": areas(a, late),
-                                  f"{a} uncooled": areas(a, 'trunk')}))
+                built.append((t, point(a, late), [(1, f"{a} uncooled", areas(a, 'trunk'))]))
         F = L.get('fit_plus')
         for a, t in (F or {}).get('vs_control', {}).items():     # secondary: a family of its own
             families.setdefault(('fit_plus', t.get('family'), 'secondary'), []).append(t)
-            built.append((t, {a: F['area'].get(a, {}), c: F['area'].get(c, {})}))
-        for m in L.get('mismatch', {}).values():      # a shift in eval sds, not area: no margin (delta 0)
+            built.append((t, [(1, a, F['area'].get(a, {}))], [(1, c, F['area'].get(c, {}))]))
+        for arm, m in L.get('mismatch', {}).items():      # a shift in eval sds, not area: no margin (delta 0)
+            shift = {p: {s: x['token_shift'] for s, x in at.get((arm, p), {}).get('mismatch_per_seed', {}).items()
+                         if x.get('token_shift') is not None} for p in (e, late)}
+            m['token_shift'] = {str(p): mean_ci(list(v.values()))[0] if v else None for p, v in shift.items()}
             if m.get('growth'):
+                retest(m['growth'], [(1, 'late', shift[late])], [(1, 'early', shift[e])], delta, areas=False)
                 adjust([m['growth']], 0.0)
     names = {a.get('arm', n) for n, a in arms.items()}
     for t in results.get('comparisons', []):
-        terms = [x for side in (t['a'], t['b']) for x in parse_term(side, names, results['eval'].get('variants', []))]
         for which in analyses:
             if t[which]:
-                built.append((t[which], {f"{arm}@{v}" if v else arm: areas(arm, t['point'], which, v)
-                                         for _, arm, v in terms}))
-    for t, sides in built:
-        t['areas'] = {term: mean_ci([x[str(s)] for s in t['seeds'] if str(s) in x])[0] for term, x in sides.items()}
+                families.setdefault(('comparison', t['point'], t['family'], which), []).append(t[which])
+                built.append((t[which], *([(sign, f"{arm}@{v}" if v else arm, areas(arm, t['point'], which, v))
+                                           for sign, arm, v in parse_term(side, names, results['eval'].get(
+                                               'variants', []))] for side in (t['a'], t['b']))))
+    for t, a, b in built:
+        retest(t, a, b, t.get('shift', delta))
     for key, tests in families.items():
-        adjust(tests, delta, robust=key[2] == 'left_out', count=counted.get(key, ()))
-    for t, _ in built:                  # the labels of the tests adjusted where they were made (comparisons, variants)
-        if 'p_holm' in t:
-            t['label'] = verdict(t, delta)
+        adjust(tests, delta, robust=key[-1] in ('left_out', 'alone', 'secondary') or key[-1].endswith(', left_out'),
+               count=counted.get(key, ()))
+    change_labels(results)
     return results
+
+
+def fold(terms):
+    """{seed: the signed sum of the terms' per-seed values} over the seeds all of them have: a side of a test."""
+    total = None
+    for sign, _, x in terms:
+        total = ({s: sign * v for s, v in x.items()} if total is None else
+                 {s: total[s] + sign * x[s] for s in total if s in x})
+    return total
+
+
+def retest(t, a, b, shift, areas=True):
+    """A paired test again from the per-seed values it is built from, sides a - b (each [(sign, term, {seed:
+    value})]), as area_test made it (but its unpaired p, a Monte Carlo one past 200,000 splits, kept as the
+    summary drew it), with the mean of each term over its seeds ('areas': they decide "at the ceiling"; none for
+    a shift in sds). In place."""
+    t.update(area_test(fold(a), fold(b), shift, unpaired=False) or {})
+    if areas:
+        t['areas'] = {term: mean_ci([x[str(s)] for s in t['seeds'] if str(s) in x])[0] for _, term, x in a + b}
+
+
+def respread(arms, second):
+    """Each arm's spreads again from its per-seed numbers: its area's (plain, beside, under each variant), its
+    accuracy at the extrapolation multiple, its accuracy per task and multiple. In place."""
+    for arm in arms.values():
+        for area in [arm['area'], *(v['area'] for v in (arm.get('variants') or {}).values())]:
+            for x in (area, area.get(second)):
+                if x is not None:
+                    x.update(spread(list(x['per_seed'].values())))
+        acc = arm.get('accuracy_at_extrap')
+        if acc:
+            acc['mean'], acc['ci95'] = mean_ci(list(acc['per_seed'].values()))
+        for point in (p for task in arm.get('tasks', {}).values() for p in task.values()):
+            point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+
+
+def labels(results):
+    """{test: label} of a summary's primary tests: each arm against its control, each change against the
+    control's, each of the study's comparisons."""
+    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
+           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
+    out |= {f"{a}'s change vs the control's": t.get('label')
+            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
+    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
+            for t in results.get('comparisons', []) if t['left_out']}
+    return out
+
+
+RELABELLED = {'control', 'delta', 'families'}   # the rule's keys rederive reads: a change of them it relabels
+
+
+def change_labels(results):
+    """A declared change of the rule (results['rule_change']): each primary test's label under the old rule and
+    under this one, from the summary's own numbers where the change is of keys rederive reads (else as the summary
+    was written). In place."""
+    change = results.get('rule_change')
+    if not change or not set(change['keys']) <= RELABELLED:
+        return
+    old = copy.deepcopy({k: v for k, v in results.items() if k != 'rule_change'})
+    old['rule'].update({k: before for k, (before, _) in change['keys'].items()})
+    before, now = labels(rederive(old)), labels(results)
+    change['labels'] = {k: [v, now.get(k)] for k, v in before.items()}
 
 
 def summarize(runs, cfg, study_argv):

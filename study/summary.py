@@ -1,6 +1,6 @@
 """
 A grid's summary: where it is written (summary_dir), the pre-registered rule it is written under and
-a declared change of it (rule_of, rule_change, labels), the summary of the runs as they stand
+a declared change of it (rule_of, rule_change), the summary of the runs as they stand
 (summarize_grid: study/outcomes.py's summarize, with the rule) and its files (write: results.json,
 results.md and the plots).
 """
@@ -14,11 +14,11 @@ from configurator import items
 from base import rundir
 from study import files
 from study.evals import evaluated as is_evaluated, recall
-from study.outcomes import find_fit, summarize
+from study.outcomes import find_fit, labels, summarize
 from study.plots import plot, step_curves
 from study.runs import SCHEDULING, state, strand
 from study.stats import at_point, fixed_steps
-from study.tables import format_markdown
+from study.report import format_markdown
 
 
 def grid_of(argv):
@@ -95,18 +95,6 @@ def rule_change(cfg, argv, out):
             "change after its results: restore it in the config, or declare why with rule_changed = '...' (the "
             "summary then states the change beside the old rule's labels)")
     return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
-
-
-def labels(results):
-    """{test: label} of a summary's primary tests: each arm against its control, each change against the
-    control's, each of the study's comparisons."""
-    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
-           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
-    out |= {f"{a}'s change vs the control's": t.get('label')
-            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
-    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
-            for t in results.get('comparisons', []) if t['left_out']}
-    return out
 
 
 def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
