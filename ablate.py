@@ -251,7 +251,7 @@ def main(argv):
             raise SystemExit("config error: --reproduce retrains one arm: name it with --arms=<arm>")
         prepare_data([r for r in runs if r.arm == arm])
         mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
-        return retrain_committed(runs, cfg, arm, cfg['reproduce'], mults)
+        return retrain_committed(runs, cfg, arm, cfg['reproduce'], mults, shlex.join(['python', 'ablate.py', *argv]))
     out = None if cfg['dry_run'] else summary.summary_dir(cfg, argv)     # a dry run writes no summary, no eval cache
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
     change = summary.rule_change(cfg, argv, out) if out else None
@@ -306,8 +306,9 @@ def main(argv):
             print('\n' + format_markdown(results) + '\n(a dry run: the summary of the evaluated runs above is printed, '
                   'not written)')
             return
-        summary.write(out, results, runs, rerun)
-    print(f"wrote {out}/results.json and results.md")
+        wrote = summary.write(out, results, runs, rerun)
+    print(f"wrote {out}/results.json and results.md" if wrote else
+          f"{out}/results.json holds these numbers already: kept as it is")
     if queued:
         print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")
     elif not cfg['dry_run'] and any(r.selected and r.state != 'done' for r in runs):

@@ -23,14 +23,15 @@ from base import rundir
 from study import files
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of
-from study.runs import command, state, trainer_env
+from study.runs import command, state, stop_trainers, trainer_env
 
 OUT = os.path.join('out', 'reproduce')
 THREADS = 1                       # torch threads per run: the studies' (--workers=2 on 2 cores)
 
 
-def reproduce(runs, study_cfg, arm, k, mults):
-    """Retrain the first k committed seeds of `arm` (runs: the study's plan) and print how each compares."""
+def reproduce(runs, study_cfg, arm, k, mults, rerun):
+    """Retrain the first k committed seeds of `arm` (runs: the study's plan) and print how each compares.
+    rerun: the command that continues it, said in the one line a Ctrl-C ends it with."""
     import torch
     if any(r.point is not None for r in runs):
         raise SystemExit("config error: --reproduce: this study trains trunks with cooldown branches (hours a seed): "
@@ -54,8 +55,11 @@ def reproduce(runs, study_cfg, arm, k, mults):
     print(f"{study} arm {arm}: committed area ({task}) over {len(areas)} seeds {lo:.3f}..{hi:.3f}; retraining seed(s) "
           f"{', '.join(map(str, picked))} here ({THREADS} thread(s) each)")
     here = machine_of({'train': [rundir.provenance()]})
-    rows = []
+    rows, now = [], []
+    rundir.exit_on_signals(lambda: f"retraining {arm} seed {now[-1]} stopped at its last checkpoint; rerun {rerun} "
+                                   f"to continue it" if now else None)
     for run in [r for r in runs if r.arm == arm and r.seed in picked]:
+        now.append(run.seed)
         run.dir = os.path.join(OUT, study, run.arm, f'seed{run.seed}')
         run.argv = [a for a in run.argv if not a.startswith(('--out_dir=', '--init_from='))] + [f'--out_dir={run.dir}']
         run.cfg = dict(run.cfg, out_dir=run.dir)
@@ -66,14 +70,20 @@ def reproduce(runs, study_cfg, arm, k, mults):
             os.makedirs(run.dir, exist_ok=True)
             print(f"[seed {run.seed}] training -> {run.dir}/{files.TRAIN_LOG}")
             with open(os.path.join(run.dir, files.TRAIN_LOG), 'a') as log:
-                done = subprocess.run(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
-                                      env=trainer_env(THREADS))
-            if done.returncode or state(run) != 'done':
+                child = subprocess.Popen(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
+                                         env=trainer_env(THREADS))
+                try:
+                    code = child.wait()
+                except BaseException:         # a Ctrl-C to this process alone: the trainer stops at a checkpoint too
+                    stop_trainers([child])
+                    raise
+            if code or state(run) != 'done':
                 raise SystemExit(f"[seed {run.seed}] training failed: see {run.dir}/{files.TRAIN_LOG}; rerun this "
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
         evaluate([run], mults, study_cfg['eval_samples'])
+        rundir.stop_if_asked()              # (an exit torch swallowed inside the eval)
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])
         theirs = committed[run.seed]

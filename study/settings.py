@@ -14,6 +14,7 @@ import re
 from typing import NamedTuple
 
 import eval_lengths
+import sample_data
 from configurator import configure, items, unknown_key
 from train import check_config
 from study.outcomes import parse_term
@@ -168,6 +169,17 @@ def check(cfg, passed, selected, train_settings):
             if run.snapshots:
                 kinds[arm] = run.fixed
             runs.append(run)
+
+    # one corpus a data_dir: arms that differ in one (its tasks, distractors, ...) each need their own
+    corpora = {}
+    for run in runs:
+        corpus = sample_data.corpus_settings(run.cfg)
+        arm, theirs = corpora.setdefault(os.path.normpath(run.cfg['data_dir']), (run.arm, corpus))
+        differ = [k for k in corpus if corpus[k] != theirs.get(k)] + [k for k in theirs if k not in corpus]
+        if differ:
+            fail(f"arms '{arm}' and '{run.arm}' share data_dir={run.cfg['data_dir']!r} but differ in its corpus ("
+                 + ', '.join(f"{k}={theirs.get(k)!r} there, {k}={corpus.get(k)!r} here" for k in differ[:3])
+                 + "): give each its own data_dir in its overrides")
 
     # one kind of point in a study
     if len(set(kinds.values())) > 1:

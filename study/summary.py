@@ -5,9 +5,11 @@ a declared change of it (rule_of, rule_change), the summary of the runs as they 
 results.md and the plots).
 """
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 
 import eval_lengths
 from configurator import items
@@ -131,11 +133,47 @@ def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
 
 def write(out, results, runs, then):
     """results.json, results.md (its tables, printed too) and the plots into `out`; a disk error is one line
-    ending in `then`."""
+    ending in `then`. A Ctrl-C meanwhile ends ablate.py once they are written (held_signals). A summary there
+    whose every number is these (a rerun with nothing new: only where it was summarized differs) is kept as it is.
+    -> whether it wrote them"""
+    path = os.path.join(out, files.RESULTS)
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if isinstance(old, dict) and {**old, 'provenance': None} == json.loads(json.dumps({**results,
+                                                                                          'provenance': None})):
+            return False
+    except (OSError, ValueError):
+        pass
     table = format_markdown(results)
-    with rundir.writing(out, 'the summary', then):
+    with rundir.writing(out, 'the summary', then), held_signals():
         os.makedirs(out, exist_ok=True)
         rundir.write_atomic(os.path.join(out, files.RESULTS), json.dumps(results, indent=1).encode())
         rundir.write_atomic(os.path.join(out, files.RESULTS_MD), table.encode())
         print('\n' + table)
         plot(results, step_curves(runs), out)
+    return True
+
+
+@contextlib.contextmanager
+def held_signals():
+    """SIGINT and SIGTERM taken as the installed handler takes them (rundir.exit_on_signals: its line, once), the
+    exit it raises held until the block ends: matplotlib swallows an exit raised inside its callbacks ('Exception
+    ignored in ...'), and the summary went on to exit 0. A second signal still ends the process at once."""
+    held, saved = [], {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def hold(signum, frame):
+        try:
+            saved[signum](signum, frame)
+        except (SystemExit, KeyboardInterrupt) as e:
+            held.append(e)
+    for s, handler in saved.items():
+        if callable(handler):
+            signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    if held:
+        raise held[0]

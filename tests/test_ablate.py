@@ -535,6 +535,22 @@ def test_bad_grid_input_is_one_line_before_anything_runs(tmp_path, args, words):
     assert not (tmp_path / 'grid').exists() and not (tmp_path / 'data').exists()
 
 
+def test_arms_that_differ_in_their_corpus_need_their_own_data_dirs(tmp_path):
+    """Arms differing in a corpus setting (distractors) but sharing a data_dir passed the plan and failed after
+    the first arm trained: refused at plan time, naming the setting and the fix; their own data_dirs plan."""
+    hay = {'tasks': 'mqar_haystack', 'eval_tasks': 'mqar_haystack', 'block_size': 64}
+    cfg = study(tmp_path, 'hay.py', arms={'d1': {**hay, 'distractors': 0.1}, 'd2': {**hay, 'distractors': 0.2}},
+                control='d1')
+    msg = refused(cfg, '--dry_run')
+    assert "arms 'd1' and 'd2' share data_dir=" in msg and 'distractors=0.1' in msg and 'distractors=0.2' in msg, msg
+    assert 'give each its own data_dir' in msg and not (tmp_path / 'data').exists()
+    cfg = study(tmp_path, 'hay2.py', arms={'d1': {**hay, 'distractors': 0.1, 'data_dir': str(tmp_path / 'd1')},
+                                           'd2': {**hay, 'distractors': 0.2, 'data_dir': str(tmp_path / 'd2')}},
+                control='d1')
+    assert [r.arm for r in abl.plan(configure(abl.study_settings(), [cfg], quiet=True), [], None,
+                                    settings_of(vars(train)))] == ['d1', 'd1', 'd2', 'd2']
+
+
 def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
     no_arms = tmp_path / 'no_arms.py'
     no_arms.write_text(f"grid_dir = {str(tmp_path / 'grid')!r}\n")
@@ -1492,3 +1508,70 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
         with pytest.raises(SystemExit) as e:
             evals.recall(never, records, grid, mults, 3)
         assert why in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_a_rerun_whose_numbers_are_equal_keeps_the_committed_summary(tmp_path, monkeypatch):
+    """Rerunning a finished study's command rewrote its committed results.json (the provenance of the process
+    that summarized it changes, no number does): kept as it is where nothing else differs."""
+    monkeypatch.setattr(summary, 'plot', lambda *a: None)
+    monkeypatch.setattr(summary, 'format_markdown', lambda results: '| the tables |\n')
+    results = {'arms': {'none': {'area': {'mean': 0.5}}}, 'provenance': {'commit': 'aaa', 'threads': 2}}
+    summary.write(str(tmp_path), results, [], 'rerun')
+    committed = (tmp_path / 'results.json').read_bytes()
+    summary.write(str(tmp_path), dict(results, provenance={'commit': 'bbb', 'threads': 1}), [], 'rerun')
+    assert (tmp_path / 'results.json').read_bytes() == committed
+    summary.write(str(tmp_path), dict(results, arms={'none': {'area': {'mean': 0.6}}}), [], 'rerun')
+    assert json.loads((tmp_path / 'results.json').read_bytes())['arms']['none']['area']['mean'] == 0.6
+
+
+# --- a Ctrl-C that lands where it is swallowed, or in a child's wait: one line, exit 130
+
+def test_ctrl_c_while_the_summary_is_plotted_is_one_line_and_exit_130(tmp_path, monkeypatch, capfd):
+    """A Ctrl-C while ablate.py plots a finished grid said its line, then 'Exception ignored in ... SystemExit:
+    130' (matplotlib swallows an exit raised inside a callback, a finalizer here), and ablate.py went on to exit
+    0. The exit is held until the plots are drawn: one line, exit 130."""
+    monkeypatch.setattr(rundir, 'STOP', {})
+
+    def plot(results, curves, out):          # a finalizer that the signal lands in, as matplotlib's callbacks
+        class Finalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))               # the handler runs here, inside the finalizer
+        Finalized()
+    monkeypatch.setattr(summary, 'plot', plot)
+    monkeypatch.setattr(summary, 'format_markdown', lambda results: '| the tables |\n')
+    rundir.exit_on_signals(lambda: '16 of 16 runs finished; resume with: python ablate.py study.py')
+    with pytest.raises(SystemExit) as e:
+        summary.write(str(tmp_path), {'arms': {}}, [], 'rerun')
+    err = capfd.readouterr().err
+    assert e.value.code == 130 and err == '\nSIGINT: 16 of 16 runs finished; resume with: python ablate.py study.py\n', err
+
+
+def test_ctrl_c_while_reproduce_retrains_is_one_line_and_exit_130(tmp_path):
+    """A Ctrl-C during `--reproduce` was a 20-line KeyboardInterrupt traceback from subprocess.run: its line,
+    exit 130, and the retraining stopped at its last checkpoint (SIGINT to ablate.py alone: it stops the child)."""
+    results = tmp_path / 'results'
+    results.mkdir()
+    (results / 'results.json').write_text(json.dumps({'arms': {'none': {'tasks': {'niah_single': {
+        str(m): {'per_seed': {'1': 0.5}} for m in (1, 2)}}}}}))
+    cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', results_dir=str(results))
+    out = tmp_path / 'reproduce'
+    code = (f"import sys; from study import reproduce; reproduce.OUT = {str(out)!r}; import runpy; "
+            f"sys.argv = ['ablate.py', {cfg!r}, '--reproduce=1', '--max_iters=3000', '--eval_interval=50']; "
+            f"runpy.run_path('ablate.py', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, '-c', code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    log = out / 'results' / 'none' / 'seed1' / 'log.jsonl'
+    deadline = time.time() + 120
+    while not (log.exists() and log.read_text().count('\n') >= 2):       # the retraining is under way
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.05)
+    trainer = int((log.parent / rundir.LOCK).read_text().split()[0]) if (log.parent / rundir.LOCK).exists() else None
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and 'Traceback' not in stderr, stderr     # (before it: the corpus's progress bars)
+    assert stderr.strip().splitlines()[-1] == (f"SIGINT: retraining none seed 1 stopped at its last checkpoint; rerun "
+                                               f"python ablate.py {cfg} --reproduce=1 --max_iters=3000 "
+                                               f"--eval_interval=50 to continue it"), stderr
+    assert trainer is None or not alive(trainer)
+    assert 'SIGTERM: stopped at iter' in (log.parent / 'train.log').read_text()
