@@ -1149,23 +1149,21 @@ def job_files(grid, name='job.json'):
 
 
 def fake_slurm(tmp_path, monkeypatch, sbatch):
-    """sbatch, srun, sacct and scontrol as shell scripts, first on PATH: what a cluster answers,
-    without one (and whether or not this machine has Slurm). sacct prints $FAKE_SLURM/sacct (the
-    states a test sets), or fails as on a cluster without accounting if $FAKE_SLURM/no_accounting
-    exists; scontrol prints $FAKE_SLURM/scontrol_<job id>, or says it does not know the job; srun is
-    never called (no job runs)."""
+    """sbatch, srun and sacct as shell scripts, first on PATH: what a cluster answers, without one (and
+    whether or not this machine has Slurm). sacct, which submitit's job objects ask, prints $FAKE_SLURM/sacct
+    (the states a test sets), or fails as on a cluster without accounting if $FAKE_SLURM/no_accounting
+    exists; srun is never called (no job runs)."""
+    import submitit
     fake = tmp_path / 'slurm'
     (fake / 'bin').mkdir(parents=True)
     sacct = ('[ -e "$FAKE_SLURM/no_accounting" ] && { echo "sacct: error: Slurm accounting storage is disabled" >&2; '
              'exit 1; }\ncat "$FAKE_SLURM/sacct" 2>/dev/null || echo "JobID|State|NodeList"')
-    scontrol = ('f="$FAKE_SLURM/scontrol_$4"; [ -e "$f" ] && { cat "$f"; exit 0; }\n'
-                'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1')
-    for name, text in (('sbatch', sbatch), ('srun', 'exit 0'), ('sacct', sacct), ('scontrol', scontrol)):
+    for name, text in (('sbatch', sbatch), ('srun', 'exit 0'), ('sacct', sacct)):
         (fake / 'bin' / name).write_text('#!/bin/sh\n' + text + '\n')
         (fake / 'bin' / name).chmod(0o755)
     monkeypatch.setenv('PATH', f"{fake / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv('FAKE_SLURM', str(fake))
-    launch.SAID.clear()
+    submitit.SlurmJob.watcher.clear()          # (job ids repeat across tests: no state of another test's)
     return fake
 
 
@@ -1256,27 +1254,24 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
         {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4243_0', 'wd/seed2': '4243_1'}
     assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4243.sh').read_text()
-    # jobs sacct does not list (too new, or purged): scontrol knows one (pending: not resubmitted), not the
-    # other (it ended: resubmitted)
-    (fake / 'scontrol_4243_0').write_text('JobId=4243_0 JobName=grid_train JobState=PENDING Reason=Priority\n')
-    ablate_here(*args)
-    out = capsys.readouterr().out
-    assert 'job 4243_0 is PENDING: not resubmitted' in out
-    assert 'job 4243_1 ended (ENDED (the scheduler no longer knows it, and it left no result))' in out
-    assert {d: info['job_id'] for d, info in job_files(grid).items()}['wd/seed2'] == '4244'   # one job: no array
-    # without accounting sacct fails: scontrol answers, the note is printed once, a job gone without a
-    # result is resubmitted (it resumes from its checkpoint), and a cancelled job is CANCELLED even if
-    # it left a result file
+    # jobs sacct does not list (accounting off, or purged): the job's own files say: queued before it writes its
+    # log, running while its trainer holds the run dir, then ended (resubmitted: it resumes from its checkpoint);
+    # a job that left a result is FINISHED, or FAILED where its function raised (a trainer that died)
     (fake / 'no_accounting').write_text('')
-    (fake / 'scontrol_4242_0').write_text('JobId=4242_0 JobState=RUNNING\n')
-    (fake / 'scontrol_4242_1').write_text('JobId=4242_1 JobState=CANCELLED Reason=None\n')
-    (grid / 'submitit' / '4242_1_result.pkl').write_bytes(b'')
+    import submitit
+    submitit.SlurmJob.watcher.clear()       # a new ablate.py: no state of the calls before (submitit keeps the last)
+    held = rundir.DirLock(str(grid / 'none' / 'seed1'))                # as the job's trainer holds its run dir
+    (grid / 'submitit' / '4242_1_0_result.pkl').write_bytes(pickle.dumps(('error', 'CalledProcessError: -9')))
+    (grid / 'submitit' / '4243_0_0_log.out').write_text('')            # started, then gone without a result
     ablate_here(*args)
     out = capsys.readouterr().out
-    assert out.count('sacct cannot answer (sacct: error: Slurm accounting storage is disabled)') == 1, out
-    assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 ended (CANCELLED)' in out
-    assert 'job 4243_0 is PENDING: not resubmitted' in out and 'job 4244 ended (ENDED' in out   # 4244: past MinJobAge
-    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4245.sh').read_text()
+    held.release()
+    assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 ended (FAILED)' in out, out
+    assert 'job 4243_0 ended (ENDED (the scheduler does not know it, and it left no result))' in out
+    assert 'job 4243_1 is PENDING: not resubmitted' in out
+    assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
+        {'none/seed1': '4242_0', 'wd/seed1': '4244_0', 'none/seed2': '4244_1', 'wd/seed2': '4243_1'}
+    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4244.sh').read_text()
 
 
 def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp_path, monkeypatch, capsys):
@@ -1299,14 +1294,18 @@ def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp
 
 def test_a_local_job_whose_trainer_died_is_failed_not_finished(tmp_path):
     """submitit writes a result file whether the job's function returned or raised: a trainer that was
-    SIGKILLed (train_job raised CalledProcessError) is FAILED, with its error, never 'ended (FINISHED)'."""
+    SIGKILLed (train_job raised CalledProcessError) is FAILED, with its error, never 'ended (FINISHED)'; one
+    submitit ended at its time limit (Slurm says FAILED) is TIMEOUT."""
     import types
     jobs = []
-    for name, result in (('ok', ('success', None)), ('killed', ('error', 'CalledProcessError: returned -9'))):
+    for name, result in (('ok', ('success', None)), ('killed', ('error', 'CalledProcessError: returned -9')),
+                         ('late', ('error', 'UncompletedJobError: Job 4 (task: 0) timed-out'))):
         path = tmp_path / f'{name}_result.pkl'
         path.write_bytes(pickle.dumps(result))
-        jobs.append(types.SimpleNamespace(paths=types.SimpleNamespace(result_pickle=path)))
-    assert launch.job_states(jobs) == ['FINISHED', 'FAILED']
+        jobs.append(types.SimpleNamespace(paths=types.SimpleNamespace(result_pickle=path),
+                                          state='FAILED' if name == 'late' else 'FINISHED'))
+    run = Run('none', 1, str(tmp_path), [], {}, [], True)
+    assert [launch.job_state(job, run) for job in jobs] == ['FINISHED', 'FAILED', 'TIMEOUT']
     assert launch.job_error(jobs[1]) == 'CalledProcessError: returned -9' and launch.job_error(jobs[0]) is None
 
 
