@@ -16,7 +16,6 @@ import time
 
 import torch
 
-from configurator import items
 from base import rundir
 from study import files
 from study.evals import evaluate, evaluated, measure_mismatch
@@ -69,7 +68,7 @@ def gpus_per_run(cfg, device):
     return 1 if device.startswith('cuda') else 0
 
 
-def submit(cfg, kind, calls, runs_device):
+def submit(cfg, lists, kind, calls, runs_device):
     """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
     sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
     leaves grid_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
@@ -90,9 +89,8 @@ def submit(cfg, kind, calls, runs_device):
         params['mem_gb'] = cfg['slurm_mem_gb']
     if cfg['launcher'] == 'slurm':
         params['slurm_partition'] = cfg['slurm_partition']
-        extra = items('slurm_extra', cfg['slurm_extra'])           # checked by study.settings.check_launcher
-        if extra:
-            params['slurm_additional_parameters'] = dict(kv.split('=', 1) for kv in extra)
+        if lists.slurm_extra:
+            params['slurm_additional_parameters'] = lists.slurm_extra
     try:
         with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's stderr, then raises it
             executor = submitit.AutoExecutor(folder=folder, cluster='slurm' if cfg['launcher'] == 'slurm' else 'local')
@@ -176,7 +174,7 @@ def states(pairs):
     return [job_state(job, run) for run, job in pairs]
 
 
-def dispatch(runs, cfg, kind, args_of):
+def dispatch(runs, cfg, lists, kind, args_of):
     """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
     record the new job ids. -> [(run, job)] of every job now queued or running."""
     recorded = [(run, recorded_job(run, kind)) for run in runs]
@@ -193,7 +191,7 @@ def dispatch(runs, cfg, kind, args_of):
                 print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
     device = next((r.cfg['device'] for r in todo if r.cfg['device'].startswith('cuda')), 'cpu')
-    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], device)):
+    for run, job in zip(todo, submit(cfg, lists, kind, [args_of(run) for run in todo], device)):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run.state == 'partial' else ''
         print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run.dir}/"
@@ -223,7 +221,7 @@ def wait_jobs(live, cfg, kind):
             print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r, _ in live))
 
 
-def launch(runs, cfg):
+def launch(runs, cfg, lists):
     """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
     checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
     whose job is still queued or running (none after --wait)."""
@@ -235,7 +233,7 @@ def launch(runs, cfg):
     while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes (or has
         # finished: a snapshot lost since is rebuilt in the branch's job)
         todo = [r for r in pending if ready(r, trunks) and r not in submitted]
-        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
+        live = dispatch(todo, cfg, lists, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
                                                        r.dir, cfg['slurm_cpus_per_run']))
         submitted += todo
         waiting = [r for r in pending if r not in submitted]
@@ -261,15 +259,16 @@ def launch(runs, cfg):
     return []
 
 
-def launch_evals(runs, cfg, mults, variants=()):
+def launch_evals(runs, cfg, lists):
     """With eval_on=<launcher>: an eval job per finished run whose final evals or mismatch are not
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
+    mults, variants = lists.multiples, lists.variants
     evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
     measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
-    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
+    live = dispatch(todo, cfg, lists, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
                                                    variants))
     if not cfg['wait']:
         return [run for run, _ in live]

@@ -9,11 +9,10 @@ import copy
 import shlex
 import statistics
 
-import eval_lengths
-from configurator import items
 from base import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
+from study.settings import parse_term
 from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
                          label_rule, leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test,
                          point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip, smallest_fisher_p,
@@ -310,49 +309,28 @@ def against_control(per_arm, cfg):
             for t in [area_test(per_arm.get(a, {}), per_arm.get(cfg['control'], {}), cfg['delta'])] if t}
 
 
-def parse_term(term, arms, variants):
-    """A side of a comparison: 'vpad', 'vpad@yarn', or a difference of such, 'vpad@yarn - none@yarn'.
-    -> [(sign, arm, variant)], variant '' plain. A ValueError names what is wrong."""
-    if not isinstance(term, str) or not term.strip():
-        raise ValueError(f"{term!r} is not a side of a comparison: give 'arm', 'arm@variant' or 'x - y' of those")
-    parts = []
-    for i, part in enumerate(term.split(' - ')):
-        arm, _, variant = part.strip().partition('@')
-        if arm not in arms:
-            raise ValueError(f"{term!r}: {arm!r} is not an arm of this study ({', '.join(arms)})")
-        if variant and variant not in variants:
-            raise ValueError(f"{term!r}: {variant!r} is not one of eval_variants ({', '.join(variants) or 'none'})")
-        parts.append((-1 if i else 1, arm, variant))
-    return parts
-
-
-def comparisons(arms_out, cfg):
+def comparisons(arms_out, cfg, pairs_of):
     """The study's own comparisons (comparisons = {family: [[a, b], ...]}): a - b paired by seed at each
     cooled point (the only point in a study without snapshots), each side an arm's area, plain or
     under a variant, or a difference of such (an interaction: does a site's gain grow under a
     variant?); Holm within each family at each point; with never-fit runs left out and counted as 0.
+    pairs_of: {family: [(a, b, a's terms, b's terms)]}, study.settings.Lists.comparisons.
     -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}] (at fixed steps, 'fit_runs_only' in
     place of 'never_fit_as_0', with every run measured in 'left_out')"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
-    variants = items('eval_variants', cfg['eval_variants'])
     analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))
     out = []
 
-    def values(term, point, which):
-        total = None
-        for sign, arm, variant in parse_term(term, cfg['arms'], variants):
-            per_seed = per_seed_area(at, arm, point, which, variant)
-            total = ({s: sign * v for s, v in per_seed.items()} if total is None else
-                     {s: total[s] + sign * per_seed[s] for s in total if s in per_seed})
-        return total
+    def values(terms, point, which):
+        return fold([(sign, arm, per_seed_area(at, arm, point, which, v)) for sign, arm, v in terms])
     for point in points:
-        for family, pairs in cfg['comparisons'].items():
+        for family, pairs in pairs_of.items():
             tests = []
-            for a, b in pairs:
+            for a, b, a_terms, b_terms in pairs:
                 t = {'point': point, 'family': family, 'a': a, 'b': b}
                 for which in analyses:
-                    t[which] = area_test(values(a, point, which), values(b, point, which), cfg['delta'])
+                    t[which] = area_test(values(a_terms, point, which), values(b_terms, point, which), cfg['delta'])
                 tests.append(t)
             for which in analyses:
                 adjust([t[which] for t in tests if t[which]], cfg['delta'], robust=which == 'left_out')
@@ -599,9 +577,10 @@ def change_labels(results):
     change['labels'] = {k: [v, now.get(k)] for k, v in before.items()}
 
 
-def summarize(runs, cfg, study_argv):
+def summarize(runs, cfg, lists, study_argv):
     """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
-    outcomes under the pre-registered rule with the tests against the control."""
+    outcomes under the pre-registered rule with the tests against the control. lists: the study's list
+    settings, parsed (study.settings.Lists)."""
     arms_out, per_run, primary, by_variant = {}, {}, {}, {}
     for run in runs:
         name = point_name(run)
@@ -696,11 +675,11 @@ def summarize(runs, cfg, study_argv):
             seeds += [run.seed] if run.seed not in seeds else []
     results = {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
                'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
-               'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
-                        'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
-                        **({'variants': items('eval_variants', cfg['eval_variants'])} if cfg['eval_variants'] else {})},
+               'eval': {'multiples': list(lists.multiples), 'eval_samples': cfg['eval_samples'], 'seed': 0,
+                        'std': 'sample standard deviation over seeds',
+                        **({'variants': list(lists.variants)} if lists.variants else {})},
                'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
-               **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
+               **({'comparisons': comparisons(arms_out, cfg, lists.comparisons)} if lists.comparisons else {}),
                'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
                'provenance': rundir.provenance()}
     return rederive(results)             # the Holm families and every label, as study.tables gives them

@@ -11,15 +11,12 @@ import os
 import shlex
 import signal
 
-import eval_lengths
-from configurator import items
 from base import rundir
 from study import files
 from study.evals import evaluated as is_evaluated, recall
 from study.outcomes import find_fit, labels, summarize
 from study.plots import plot, step_curves
 from study.runs import SCHEDULING, state, strand
-from study.stats import at_point, fixed_steps
 from study.report import format_markdown
 
 
@@ -99,17 +96,16 @@ def rule_change(cfg, argv, out):
     return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
 
 
-def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
+def summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change):
     """The grid's summary from the run dirs and records as they stand now (another ablate.py on this
     study may have finished runs meanwhile: their states, evals and records are read again).
     -> (runs, never, results)"""
     for run in runs:
         if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
             run.state = state(run)
-    variants = tuple(items('eval_variants', cfg['eval_variants']))     # (checked: study.settings)
+    variants = lists.variants
     if records:
-        recall(runs, records, cfg['grid_dir'], eval_lengths.parse_multiples('multiples', cfg['multiples']),
-               cfg['eval_samples'], variants)
+        recall(runs, records, cfg['grid_dir'], lists.multiples, cfg['eval_samples'], variants)
     runs, never = strand(runs, never)
     evaluated(runs)               # cached evals are read (computed here where this grid computes them)
     for run in runs:
@@ -118,14 +114,14 @@ def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
     find_fit(runs)
     # --arms: not the others' plans
     summarized = [r for r in runs + never if r.selected or r.eval is not None]
-    results = summarize(summarized, cfg, argv)
+    results = summarize(summarized, cfg, lists, argv)
     config = argv[0] if argv and not argv[0].startswith('--') else None
     results['rule']['fixed'] = rule_of(cfg)
     commit = config and rundir.git('log', '-1', '--format=%H', '--', config)
     results['rule']['config_commit'] = (commit + (' (the config has changed since)' if rundir.git(
         'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
     if change:       # the labels the old rule gave, beside the new rule's
-        before = summarize(summarized, cfg | change['before'], argv)
+        before = summarize(summarized, cfg | change['before'], lists, argv)
         now = labels(results)
         results['rule_change'] = dict(change, labels={k: [v, now.get(k)] for k, v in labels(before).items()})
     return runs, never, results

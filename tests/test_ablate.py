@@ -422,7 +422,7 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
     assert [c.split('--out_dir=')[-1].split()[0] for c in cmds] == [trunk, f'{trunk}/at2', f'{trunk}/at4']
     assert all(c.endswith('--init_from=resume') and f'--max_iters={k} ' in c and '--snapshots_at_iter= ' in c
                for c, k in zip(cmds[1:], (4, 6)))
-    runs = abl.plan(configure(abl.study_settings(), [cfg]), [], None, settings_of(vars(train)))
+    runs = abl.plan(configure(abl.study_settings(), [cfg]), [], None, settings_of(vars(train)))[0]
     assert [(r.point, r.fixed_steps, r.cfg['max_iters']) for r in runs] == [('trunk', True, 4), (2, True, 4),
                                                                              (4, True, 6)]
     assert tag(runs[1]) == '[none seed 1, cooldown at step 2]'
@@ -547,8 +547,8 @@ def test_arms_that_differ_in_their_corpus_need_their_own_data_dirs(tmp_path):
     cfg = study(tmp_path, 'hay2.py', arms={'d1': {**hay, 'distractors': 0.1, 'data_dir': str(tmp_path / 'd1')},
                                            'd2': {**hay, 'distractors': 0.2, 'data_dir': str(tmp_path / 'd2')}},
                 control='d1')
-    assert [r.arm for r in abl.plan(configure(abl.study_settings(), [cfg], quiet=True), [], None,
-                                    settings_of(vars(train)))] == ['d1', 'd1', 'd2', 'd2']
+    runs, _ = abl.plan(configure(abl.study_settings(), [cfg], quiet=True), [], None, settings_of(vars(train)))
+    assert [r.arm for r in runs] == ['d1', 'd1', 'd2', 'd2']
 
 
 def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
@@ -655,7 +655,7 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        runs = abl.plan(configure(abl.study_settings(), [here]), [], None, settings_of(vars(train)))
+        runs = abl.plan(configure(abl.study_settings(), [here]), [], None, settings_of(vars(train)))[0]
     finally:
         os.chdir(cwd)
     dirs = {(r.arm, r.seed): r.dir for r in runs}
@@ -674,7 +674,7 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     cont = study(tmp_path, 'cont.py', seeds='1,3', grid_dir=str(tmp_path / 'cont'), init_from_study='here/none')
     os.chdir(ROOT)
     try:
-        runs = abl.plan(configure(abl.study_settings(), [cont]), [], None, settings_of(vars(train)))
+        runs = abl.plan(configure(abl.study_settings(), [cont]), [], None, settings_of(vars(train)))[0]
     finally:
         os.chdir(cwd)
     assert {(r.arm, r.seed): r.cfg['init_from'] for r in runs} == {
@@ -692,11 +692,20 @@ def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
     os.chdir(ROOT)
     try:
         cfg = configure(abl.study_settings(), [study(tmp_path), '--fit_accuracy=0.9'])
-        runs = abl.plan(cfg, [], None, settings_of(vars(train)))
+        runs = abl.plan(cfg, [], None, settings_of(vars(train)))[0]
     finally:
         os.chdir(cwd)
     # train.py judges the fit as the summary does
     assert len(runs) == 4 and {r.cfg['fit_accuracy'] for r in runs} == {0.9}
+
+
+def summarize(runs, cfg, argv):
+    """outcomes.summarize with the study's list settings parsed here, as study.settings.check parses them."""
+    variants = tuple(filter(None, cfg['eval_variants'].split(',')))
+    pairs = {f: [(a, b, *(settings.parse_term(x, cfg['arms'], variants) for x in (a, b))) for a, b in ps]
+             for f, ps in (cfg['comparisons'] or {}).items()}
+    return outcomes.summarize(runs, cfg, settings.Lists(None, E.parse_multiples('multiples', cfg['multiples']),
+                                                         variants, {}, pairs), argv)
 
 
 def fake_run(tmp_path, arm, seed, acc_1x, acc_16x, log):
@@ -745,7 +754,7 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
                                            'delta', 'families', 'eval_variants', 'comparisons')}
     cfg |= {'grid_dir': str(tmp_path), 'common': {}, 'control': 'none', 'extrap_multiple': 16,
             'deteriorate_multiple': 4, 'arms': {'none': {}, 'wd': {'weight_decay': 0.1}}}
-    res = outcomes.summarize(runs, cfg, ['study.py'])
+    res = summarize(runs, cfg, ['study.py'])
     assert res['arms']['none']['deterioration'] == {'count': 0, 'of': 2, 'seeds': []}
     assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == \
         {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
@@ -779,7 +788,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     # every arm continues the same runs
     cfg |= {'grid_dir': str(tmp_path), 'common': {'init_from': 'out/base/seed{seed}'},
             'arms': {'none': {'dropout_site': 'none'}, 'vpad': {'dropout_site': 'vpad'}, 'wd': {'weight_decay': 0.1}}}
-    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))     # as results.json holds it
+    res = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))     # as results.json holds it
     none, vpad, wd = (res['arms'][a] for a in ('none', 'vpad', 'wd'))
     assert (none['runs'], none['fit'], none['never_fit']) == (3, 3, [])
     assert none['steps_to_fit'] == {'per_seed': {'1': 100, '2': 200, '3': 300}, 'median': 200, 'min': 100, 'max': 300}
@@ -839,13 +848,13 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     runs = [fake_run(tmp_path, 'none', s, 1.0, 0.1, fit_log(100)) for s in range(1, 6)] + \
            [fake_run(tmp_path, 'wd', s, 1.0, 0.99, fit_log(100)) for s in range(1, 6)]
     outcomes.find_fit(runs)
-    res = outcomes.summarize(runs, cfg, ['study.py'])
+    res = summarize(runs, cfg, ['study.py'])
     assert res['arms']['wd']['vs_control']['paired'] is None
     md = report.format_markdown(res)
     assert 'wd extrapolates more often than none (5/5 vs 0/5 fit runs; Fisher p = 0.008, 0.008 after Holm)' in md
     assert 'By the mean 16x accuracy of fit runs: wd is above none (difference +0.89, permutation p = 0.008)' in md
     # no control: outcomes, but no tests
-    res = outcomes.summarize(runs, cfg | {'control': ''}, ['study.py'])
+    res = summarize(runs, cfg | {'control': ''}, ['study.py'])
     assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
 
 
@@ -873,9 +882,9 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
         'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}, 'none_wd': {'weight_decay': 0.1}}, 'extrap_multiple': 16,
         'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}, 'early_snapshot': 1000, 'late_snapshot': 10000,
         'deteriorate_multiple': 4}
-    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    res = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))
     # the weight decay family named as two tests: none_wd at +10000 and its change, corrected together there
-    joined = json.loads(json.dumps(outcomes.summarize(
+    joined = json.loads(json.dumps(summarize(
         runs, cfg | {'families': {'sites': ['vpad'], 'weight decay': ['none_wd', "none_wd's change"]}}, ['study.py'])))
     alone = res['arms']['none_wd +10000']['vs_control']['area']['left_out'], res['long']['change_vs_control']['none_wd']
     both = joined['arms']['none_wd +10000']['vs_control']['area'], joined['long']['change_vs_control']['none_wd']
@@ -940,7 +949,7 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
         'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 1000,
         'late_snapshot': 4000, 'eval_variants': 'yarn',
         'comparisons': {'practice': [['none@yarn', 'vpad'], ['vpad@yarn - none@yarn', 'vpad - none']]}}
-    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    res = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))
     for point in ('+1000', '+4000'):
         arm = res['arms'][f'vpad {point}']
         assert arm['never_fit'] == [8] and arm['area']['never_fit_as_0']['per_seed']['8'] == 0.0
@@ -1009,7 +1018,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
         'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 6000,
         'late_snapshot': 16000, 'eval_variants': 'yarn', 'families': {'sites': ['vpad']},
         'comparisons': {'yarn': [['vpad@yarn', 'none@yarn']]}}
-    res = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))
+    res = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))
     assert set(res['arms']) == {f"{a} at {p}" for a in cfg['arms'] for p in ('6000', '11000', '16000', '16000 uncooled')}
     early, late = res['arms']['vpad at 6000'], res['arms']['vpad at 16000']
     assert (early['not_fit_by_then'], early['never_fit'], late['not_fit_by_then']) == ([6], [], [])
@@ -1034,7 +1043,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     assert v['difference'] == pytest.approx(sum(area('vpad', s, 16000) - area('vpad', s, 6000) - area('none', s, 16000)
                                                 + area('none', s, 6000) for s in (1, 2, 3, 4, 7)) / 5)
     # a family that names the change corrects each analysis's change with that analysis's tests at 16000
-    joined = outcomes.summarize(runs, cfg | {'families': {'sites': ['vpad', "vpad's change"]}}, ['study.py'])
+    joined = summarize(runs, cfg | {'families': {'sites': ['vpad', "vpad's change"]}}, ['study.py'])
     joined['long']['change_vs_control']['vpad']['p'] = 1.0      # (were it counted in the fit runs' family too,
     outcomes.rederive(joined)                                   # that family's Holm p would change)
     for which, change in (('left_out', joined['long']['change_vs_control']['vpad']),
@@ -1084,21 +1093,21 @@ def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_p
     cfg = configure(abl.study_settings(), []) | {
         'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'early_snapshot': 6000,
         'late_snapshot': 16000, 'families': {'sites': ['vpad']}, 'fit_plus_reading': 4000, 'fit_plus_window': 1500}
-    F = json.loads(json.dumps(outcomes.summarize(runs, cfg, ['study.py'])))['long']['fit_plus']
+    F = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))['long']['fit_plus']
     assert F['points'] == {'none': {'1': 6000, '2': 6000, '3': 11000, '4': 6000, '7': 11000, '8': 6000},
                            'vpad': {'1': 6000, '2': 11000, '3': 11000, '5': 6000, '6': 6000, '7': 6000}}
     assert F['area']['vpad']['2'] == pytest.approx(area('vpad', 2, 11000))
     t = F['vs_control']['vpad']
     assert t['seeds'] == [1, 2, 3, 7] and t['family'] == 'sites'     # 4, 8: none only; 5, 6: vpad only
     assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1 + 0.09) / 4) and t['p_holm'] == t['p'] and 'label' in t
-    md = report.format_markdown(outcomes.summarize(runs, cfg, ['study.py']))
+    md = report.format_markdown(summarize(runs, cfg, ['study.py']))
     assert 'each run at its cooled point within +-1500 steps of its own fit + 4000' in md
     assert '| none | 6 (4 at 6000, 2 at 11000) |' in md and '| vpad | 6 (4 at 6000, 2 at 11000) |' in md
     wide = configure(abl.study_settings(), []) | cfg | {'fit_plus_window': 2500}
-    F = outcomes.summarize(runs, wide, ['study.py'])['long']['fit_plus']
+    F = summarize(runs, wide, ['study.py'])['long']['fit_plus']
     assert F['points']['vpad']['4'] == 11000 and F['points']['none']['5'] == 11000   # 8750: 2250 from 11000
     assert F['points']['vpad']['8'] == 6000                   # 8500: 2500 from both, within +-2500: the earlier
-    assert outcomes.summarize(runs, cfg | {'fit_plus_reading': 0, 'fit_plus_window': 0},
+    assert summarize(runs, cfg | {'fit_plus_reading': 0, 'fit_plus_window': 0},
                               ['study.py'])['long'].get('fit_plus') is None
 
 

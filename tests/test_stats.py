@@ -272,7 +272,7 @@ def planted_study(plain, yarn, spread=None):
     none plain and under yarn, and the comparisons vpad@yarn - none@yarn and the interaction
     (vpad@yarn - none@yarn) - (vpad - none), labelled by outcomes.rederive as summarize and study.tables
     label them."""
-    from study import outcomes
+    from study import outcomes, settings
     noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001, -0.004]
 
     def area(mean, k):               # the arm's areas per seed, none above 1
@@ -289,7 +289,9 @@ def planted_study(plain, yarn, spread=None):
     cfg = {'arms': {'none': {}, 'vpad': {}}, 'eval_variants': 'yarn', 'delta': 0.05,
            'comparisons': {'yarn': [['vpad@yarn', 'none@yarn'], ['vpad@yarn - none@yarn', 'vpad - none']]}}
     res = {'rule': {'control': 'none', 'delta': 0.05, 'families': {}}, 'eval': {'variants': ['yarn']}, 'arms': arms,
-           'comparisons': outcomes.comparisons(arms, cfg)}
+           'comparisons': outcomes.comparisons(arms, cfg, {'yarn': [
+               (a, b, *(settings.parse_term(x, ['none', 'vpad'], ['yarn']) for x in (a, b)))
+               for a, b in cfg['comparisons']['yarn']]})}
     outcomes.rederive(res)
     plain_t, yarn_t = arms['vpad']['vs_control']['area']['left_out'], arms['vpad']['variants']['yarn']['vs_control']
     gain, inter = (t['left_out'] for t in res['comparisons'])
