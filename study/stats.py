@@ -1,8 +1,8 @@
 """
-The tests a study runs, from scipy.stats; tests/test_stats.py checks each against its definition. A run
-nearly always either extrapolates or collapses and a study has a handful of seeds per arm, so per-run
-outcomes and exact tests, not a mean +- std over seeds alone. Each test's interval comes from the test
-that gives its label: the paired sign flip inverted, Wilson's for a share beside Fisher's p.
+The tests a study runs, from scipy.stats; tests/test_stats.py checks what this module adds to them. A run nearly
+always either extrapolates or collapses and a study has a handful of seeds per arm, so per-run outcomes and
+exact tests, not a mean +- std over seeds alone; and each interval comes from the test that gives its label:
+the paired sign flip inverted, Wilson's for a share beside Fisher's p.
 """
 
 import functools
@@ -25,20 +25,16 @@ DIGITS = 12
 
 def mean_std(xs):
     m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
-    return m, sd
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
 
 
 def mean_ci(xs):
-    """-> (mean, its 95% Student t interval clipped to [0, 1]): an arm's accuracy or area over its runs, a
-    description, no test's label (the interval needs 2 values)."""
+    """-> (mean, its 95% Student t interval clipped to [0, 1]) of an arm's accuracies or areas (needs 2)."""
     if not xs:
         return None, None
     m, sd = mean_std(xs)
-    if sd is None:
-        return m, None
-    half = sp.t.ppf(0.975, len(xs) - 1) * sd / math.sqrt(len(xs))
-    return m, [max(0.0, m - half), min(1.0, m + half)]
+    half = sd and sp.t.ppf(0.975, len(xs) - 1) * sd / math.sqrt(len(xs))
+    return m, None if sd is None else [max(0.0, m - half), min(1.0, m + half)]
 
 
 def fisher_exact(a, b, c, d):
@@ -52,8 +48,7 @@ def smallest_fisher_p(n1, n2):
 
 
 def wilson(k, n):
-    """95% Wilson score interval of a share k/n: unlike k/n +- 1.96 se it stays in [0, 1] and is not
-    zero-width at 0/n or n/n, which are the common shares here."""
+    """95% Wilson score interval of a share k/n: it stays in [0, 1] and is not zero-width at 0/n or n/n."""
     if n == 0:
         return None
     ci = sp.binomtest(k, n).proportion_ci(0.95, method='wilson')
@@ -73,22 +68,18 @@ def abs_mean_diff(x, y, axis):
     return np.round(np.abs(np.mean(x, axis=axis) - np.mean(y, axis=axis)), DIGITS)
 
 
-def abs_mean(x, axis):
-    return np.round(np.abs(np.mean(x, axis=axis)), DIGITS)
-
-
 def permutation_test(x, y, max_exact=200_000):
     """Two-sided permutation test of mean(x) = mean(y) over the splits of the pooled values: every split
     where there are at most max_exact, else RANDOM random ones (seed 0). -> (p, method)"""
     splits = math.comb(len(x) + len(y), len(x))
+    exact = splits <= max_exact
     if min(len(x), len(y)) == 1:        # scipy asks for two values a sample: the one value is each pooled in turn
         pooled = [*x, *y]
-        stats = [abs_mean_diff(np.array([v]), np.delete(pooled, i), 0) for i, v in enumerate(pooled)]
-        return float(np.mean(np.array(stats) >= abs_mean_diff(np.array(x), np.array(y), 0))), \
-            f"exact: all {splits:,} splits"
-    exact = splits <= max_exact
-    p = sp.permutation_test((np.asarray(x, float), np.asarray(y, float)), abs_mean_diff, vectorized=True,
-                            n_resamples=np.inf if exact else RANDOM, alternative='greater', rng=0).pvalue
+        diffs = [abs_mean_diff(np.array([v]), np.delete(pooled, i), 0) for i, v in enumerate(pooled)]
+        p = np.mean(np.array(diffs) >= abs_mean_diff(np.array(x), np.array(y), 0))
+    else:
+        p = sp.permutation_test((np.asarray(x, float), np.asarray(y, float)), abs_mean_diff, vectorized=True,
+                                n_resamples=np.inf if exact else RANDOM, alternative='greater', rng=0).pvalue
     return float(p), (f"exact: all {splits:,} splits" if exact else
                       f"Monte Carlo: {RANDOM:,} random splits (seed 0), p = (hits + 1) / (draws + 1)")
 
@@ -116,20 +107,20 @@ def sign_flip(d):
 
 @functools.lru_cache(maxsize=1 << 16)   # a leave-one-out and an old rule's labels test the same seeds again
 def flipped(d):
-    d = np.asarray(d, dtype=float)
-    n = len(d)
+    d, n = np.asarray(d, dtype=float), len(d)
     if n < 2:
         return {'p': 1.0, 'method': 'exact: all 2 sign patterns', 'ci95': None, 'ci90': None}
     signs, exact = flips(n)
-    p = float(sp.permutation_test((d,), abs_mean, permutation_type='samples', vectorized=True,
-                                  n_resamples=np.inf if exact else RANDOM, alternative='greater', rng=0).pvalue)
+    p = float(sp.permutation_test((d,), lambda x, axis: np.round(np.abs(np.mean(x, axis=axis)), DIGITS),
+                                  permutation_type='samples', vectorized=True, n_resamples=np.inf if exact else RANDOM,
+                                  alternative='greater', rng=0).pvalue)
     plus = signs > 0
     k = plus.sum(1)
     with np.errstate(invalid='ignore', divide='ignore'):
         a, b = np.round(plus @ d / k, DIGITS), np.round(~plus @ d / (n - k), DIGITS)
     whole = (k == 0) | (k == n)              # no flip, or all: they reach the observed sum whatever s is
-    lows, highs = np.sort(np.where(whole, -np.inf, np.minimum(a, b))), np.sort(np.where(whole, np.inf,
-                                                                                         np.maximum(a, b)))[::-1]
+    lows = np.sort(np.where(whole, -np.inf, np.minimum(a, b)))
+    highs = np.sort(np.where(whole, np.inf, np.maximum(a, b)))[::-1]
     hits, draws = (0, len(signs)) if exact else (1, len(signs) + 1)    # scipy's p = (hits + count) / draws
 
     def interval(alpha):       # p(s) > alpha: at least `need` patterns reach it
@@ -141,30 +132,25 @@ def flipped(d):
 
 
 def pearson(xs, ys):
-    """-> (r, its 95% interval by Fisher's z, n): the linear correlation of paired values; the interval needs
-    4 pairs and values that vary."""
+    """-> (r, its 95% interval by Fisher's z, n) of paired values: r needs 3 pairs that vary, the interval 4."""
     n = len(xs)
     if n < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return None, None, n
     res = sp.pearsonr(xs, ys)
     r = max(-1.0, min(1.0, float(res.statistic)))
-    if n < 4 or abs(r) == 1:
-        return r, None, n
-    ci = res.confidence_interval(0.95)
-    return r, [float(ci.low), float(ci.high)], n
+    ci = res.confidence_interval(0.95) if n >= 4 and abs(r) < 1 else None
+    return r, ci and [float(ci.low), float(ci.high)], n
 
 
 def power_fisher(p1, p2, n, alpha=0.05):
-    """Power of the two-sided Fisher test at level alpha, n runs per arm, true rates p1 and p2: the chance
-    of a significant table, summed exactly over both binomials. Given the total t of successes the test
-    rejects the least likely tables (hypergeometric weights, integers: ties are exact) while their mass is
-    <= alpha."""
+    """Power of the two-sided Fisher test at level alpha, n runs per arm, true rates p1 and p2, summed exactly
+    over both binomials: given the total t of successes the test rejects the least likely tables
+    (hypergeometric weights, integers: ties exact) while their mass is <= alpha."""
     comb = [math.comb(n, k) for k in range(n + 1)]
     b1, b2 = sp.binom.pmf(range(n + 1), n, p1), sp.binom.pmf(range(n + 1), n, p2)
     power = 0.0
     for t in range(2 * n + 1):
-        weights = sorted((comb[x] * comb[t - x], x) for x in range(max(0, t - n), min(n, t) + 1))
-        mass = 0
+        weights, mass = sorted((comb[x] * comb[t - x], x) for x in range(max(0, t - n), min(n, t) + 1)), 0
         for w, tied in itertools.groupby(weights, key=lambda wx: wx[0]):   # equally likely tables share a p
             tied = [x for _, x in tied]
             mass += w * len(tied)
@@ -183,10 +169,9 @@ def seeds_for_power(p1, p2, power=0.8, alpha=0.05, n_max=200):
 
 
 def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
-    """Paired seeds needed to detect a mean shift `shift` whose per-seed differences have standard deviation
-    sd, two-sided at alpha (normal approximation: n = ((z_(1-alpha/2) + z_power) sd / shift)^2), and never
-    fewer than the exact sign flip needs to reach alpha at all: its smallest p is 2 / 2^n (6 seeds at 0.05).
-    None when sd is unknown."""
+    """Paired seeds that detect a mean shift `shift` of differences with standard deviation sd, two-sided at
+    alpha (normal approximation: ((z_(1-alpha/2) + z_power) sd / shift)^2), and never fewer than the sign flip
+    needs to reach alpha at all (its smallest p is 2 / 2^n: 6 seeds at 0.05). None when sd is unknown."""
     if sd is None:
         return None
     z = sp.norm.ppf(1 - alpha / 2) + sp.norm.ppf(power)
@@ -194,8 +179,8 @@ def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
 
 
 def power_for_shift(n, sd, shift, alpha=0.05):
-    """The power of n paired seeds to detect a mean shift `shift` (the normal approximation seeds_for_shift
-    inverts): Phi(|shift| sqrt(n) / sd - z_(1-alpha/2))."""
+    """The power of n paired seeds for a mean shift (what seeds_for_shift inverts): Phi(|shift| sqrt(n) / sd -
+    z_(1-alpha/2))."""
     return float(sp.norm.cdf(abs(shift) * math.sqrt(n) / sd - sp.norm.ppf(1 - alpha / 2)))
 
 
@@ -219,10 +204,9 @@ def fmt_p(p):
     return '-' if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
-def fmt_interval(ci, digits=3):
-    """An interval as the tables print it, signed: '[+0.001, +0.059]'; an unbounded end '-inf' / '+inf'."""
-    lo, hi = ('-inf' if ci[0] is None else f"{ci[0]:+.{digits}f}"), ('+inf' if ci[1] is None else f"{ci[1]:+.{digits}f}")
-    return f"[{lo}, {hi}]"
+def fmt_interval(ci):
+    """A paired interval as the tables print it, signed: '[+0.001, +0.059]'; an unbounded end '-inf' / '+inf'."""
+    return f"[{'-inf' if ci[0] is None else f'{ci[0]:+.3f}'}, {'+inf' if ci[1] is None else f'{ci[1]:+.3f}'}]"
 
 
 def flips_text(t):
@@ -231,22 +215,14 @@ def flips_text(t):
     return '' if not r or r['survives'] else f"; changes without seed {', '.join(map(str, r['flips']))}"
 
 
-def at_ceiling(t):
-    """Whether a paired area test is built from an arm (or an arm under a variant, or either side of an
-    interaction) whose mean area over the test's seeds is >= CEILING: t['areas'], {term: mean area}."""
-    return any(m is not None and m >= CEILING for m in (t.get('areas') or {}).values())
-
-
 def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
     """A comparison's verdict from its test (the sign flip) and that test's intervals: 'higher' / 'lower' where
-    the Holm-adjusted p is <= alpha (its unadjusted 95% interval then excludes 0), followed by ', within
-    +-delta' where the unadjusted 90% interval lies inside (-delta, +delta) too (resolved, but too small to
-    matter); 'equivalent within +-delta' where that interval lies inside and the Holm p is above alpha (two
-    one-sided tests at alpha, not adjusted for multiplicity); else 'not resolved: [a, b]' with the 95%
-    interval, or 'not resolved after Holm' where it excludes 0 but the Holm p is above alpha (both quoted). A
-    Holm p within MARGIN of alpha, or a 90% bound within MARGIN of delta, adds '(at the margin: ...)' to any
-    label; ceiling (an arm the comparison is built from at the ceiling, at_ceiling) adds ', at the ceiling'
-    after every other word."""
+    the Holm-adjusted p is <= alpha (the unadjusted 95% interval then excludes 0), followed by ', within +-delta'
+    where the unadjusted 90% interval lies inside (-delta, +delta) too (resolved, too small to matter);
+    'equivalent within +-delta' where it lies inside and the Holm p is above alpha (two one-sided tests, not
+    adjusted for multiplicity); else 'not resolved: [a, b]' (the 95% interval), 'not resolved after Holm' where
+    that excludes 0. '(at the margin: ...)' where the Holm p lies within MARGIN of alpha or a 90% bound of delta;
+    ', at the ceiling' last where an arm the comparison is built from is at the ceiling (verdict)."""
     if ci95 is None:
         return 'not resolved: one seed' + ', at the ceiling' * ceiling
     lo, hi = ci95
@@ -268,8 +244,10 @@ def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
 
 
 def verdict(t, delta):
-    """The label of a paired test from the numbers results.json holds (ci95, ci90, p_holm, areas)."""
-    return label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, ceiling=at_ceiling(t))
+    """The label of a paired test from what results.json holds: at the ceiling where an arm (a variant, a term
+    of an interaction) it is built from has a mean area >= CEILING over its seeds (t['areas'])."""
+    ceiling = any(m is not None and m >= CEILING for m in (t.get('areas') or {}).values())
+    return label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, ceiling=ceiling)
 
 
 def label_rule(delta, alpha=0.05):
@@ -297,21 +275,19 @@ def within(text):
 
 
 def leave_one_out(tests, delta, alpha=0.05):
-    """The robustness of one Holm family's paired tests (each with its per-seed differences): with each
-    seed left out of every test of the family in turn, the range of each test's Holm p and whether its
-    label's decision survives every leave-one-out; the seeds whose removal changes it. In place."""
+    """One Holm family's robustness, each seed left out of every test of the family in turn: each test's range
+    of Holm p, whether its decision survives, the seeds whose removal changes it. In place."""
     seeds = sorted({s for t in tests for s in t['per_seed']}, key=int)
     runs = {id(t): [] for t in tests}
     for out in seeds:
-        ds = [[d for s, d in t['per_seed'].items() if s != out] for t in tests]
-        kept = [sign_flip(d) if len(d) > 1 else None for d in ds]
+        kept = [sign_flip(d) if len(d) > 1 else None
+                for d in ([d for s, d in t['per_seed'].items() if s != out] for t in tests)]
         for t, k, p in zip(tests, kept, holm([k['p'] if k else 1.0 for k in kept])):
             runs[id(t)].append((out, p, decision(label(p, k['ci90'], k['ci95'], delta, alpha)) if k else
                                 'not resolved'))
     for t in tests:
-        got = runs[id(t)]
+        got, keep = runs[id(t)], decision(label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, alpha))
         if got:
-            keep = decision(label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, alpha))
             t['leave_one_out'] = {'p_holm': [min(p for _, p, _ in got), max(p for _, p, _ in got)],
                                   'survives': all(d == keep for _, _, d in got),
                                   'flips': [int(s) for s, _, d in got if d != keep]}
@@ -321,13 +297,10 @@ def leave_one_out(tests, delta, alpha=0.05):
 # how the tables name a study's points, families and analyses
 
 def range_text(rng):
-    """An arm's median range ({'per_seed': {seed: multiple}}) as evaluated multiples: '8x', or '8x-16x'
-    where the median of an even count falls between two (12x was never evaluated)."""
+    """An arm's median range as evaluated multiples: '8x', or '8x-16x' where the median falls between two."""
     values = sorted(rng['per_seed'].values())
-    if not values:
-        return '-'
-    lo, hi = values[(len(values) - 1) // 2], values[len(values) // 2]
-    return f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
+    lo, hi = (values[(len(values) - 1) // 2], values[len(values) // 2]) if values else (None, None)
+    return '-' if lo is None else f"{lo:g}x" if lo == hi else f"{lo:g}x-{hi:g}x"
 
 
 def early_late(snapshots, early=0, late=0):
@@ -336,8 +309,7 @@ def early_late(snapshots, early=0, late=0):
 
 
 def point_text(point, fixed):
-    """A trunk's point as the tables name it: '+4000' (fit + 4000, cooled) or, at fixed steps
-    (snapshots_at_iter), 'at 16000' (step 16000 of its own training, cooled)."""
+    """A trunk's cooled point as the tables name it: '+4000' (fit + 4000) or, at fixed steps, 'at 16000'."""
     return f"at {point}" if fixed else f"+{point}"
 
 
@@ -352,9 +324,8 @@ def fixed_steps(results):
 
 
 def second_analysis(fixed):
-    """The key of the analysis beside the primary: with never-fit runs as area 0 (steps past the fit, where
-    the primary leaves them out), or with fit runs only (fixed steps, where the primary counts every run's
-    measured area, fit by then or not)."""
+    """The analysis beside the primary: never-fit runs as area 0, or at fixed steps (where the primary counts
+    every run measured) the runs fit by then only."""
     return 'fit_runs_only' if fixed else 'never_fit_as_0'
 
 
@@ -362,11 +333,10 @@ CHANGE = "'s change"   # a family's entry "arm's change": that arm's change (ear
 
 
 def family_arms(entries):
-    """A family's arms, each tested against the control: its entries but the changes it names ("arm's change")."""
+    """A family's arms, each tested against the control: its entries but the changes it names."""
     return [e for e in entries if not e.endswith(CHANGE)]
 
 
 def named_changes(families):
-    """{arm: family} of the changes the families name ("arm's change"): each tested in its family together
-    with the family's arms at the late point (one Holm family), not in a family of changes apart."""
+    """{arm: family} of the changes the families name: each in one Holm family with its tests at the late point."""
     return {e[:-len(CHANGE)]: f for f, entries in (families or {}).items() for e in entries if e.endswith(CHANGE)}
