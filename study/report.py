@@ -1,9 +1,7 @@
 """
-A study's results as text, every figure written from a results.json so none can drift from its results:
-results.md beside each results.json (its outcomes, the area and its tests, what the tests support in words,
-the accuracy per length and seed, the mismatch), and the tables of the READMEs written from the committed
-results: results/README.md's verdict table (one row per test a study fixed before its runs) with the
-headline figure, and the two scales side by side in results/study_scale{,2}/README.md.
+A study's results as text, every figure written from a results.json so that none can drift from its results:
+results.md beside each, and the README tables of the committed results: results/README.md's verdict table (one
+row per test a study fixed before its runs) with the headline figure, the two scales in results/study_scale*/.
 
     python -m study.report                 # the README tables and results/headline.png, from results/*/results.json
     python -m study.report --check         # exit 1 where a results.json's numbers, its results.md or a README table
@@ -24,31 +22,37 @@ from study import files
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.outcomes import rederive
 from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, flips_text, fmt_interval,
-                         fmt_p, label_rule, named_changes, point_text, range_text, second_analysis, verdict, within)
+                         fmt_p, named_changes, point_text, range_text, second_analysis, verdict, within)
 
 
 # -----------------------------------------------------------------------------
 # results.md
 
 def second_name(fixed):
-    """The analysis beside the primary, as the tables head it."""
     return 'fit runs only' if fixed else 'never fit as 0'
 
 
 def fmt_ci(x, ci):
+    """A mean with its unsigned interval, as the arm tables print it: '0.41 [0.37, 0.45]'."""
     return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
+
+def row(*cells):
+    return '| ' + ' | '.join(map(str, cells)) + ' |'
+
+
+def head(*cells):
+    """A table's header line and its rule line."""
+    return [row(*cells), '|' + ' --- |' * len(cells)]
 
 
 def outcomes_table(results):
     """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
     rule, c = results['rule'], results['rule']['control']
     m, fixed = rule['extrap_multiple'], fixed_steps(results)
-    lines = [f"| arm | runs | {'fit by then' if fixed else 'fit'} | steps to fit (median, range) | "
-             f"extrapolate (k/n, share [95% CI]) | "
-             f"{m}x accuracy of {'every run' if fixed else 'fit runs'} (mean [95% CI]) | Fisher p (Holm) | "
-             f"permutation p | paired p | "
-             f"seeds for {rule['power']:.0%} power |",
-             '| --- |' + ' --- |' * 9]
+    lines = head('arm', 'runs', 'fit by then' if fixed else 'fit', 'steps to fit (median, range)',
+                 'extrapolate (k/n, share [95% CI])', f"{m}x accuracy of {'every run' if fixed else 'fit runs'} "
+                 f"(mean [95% CI])", 'Fisher p (Holm)', 'permutation p', 'paired p', f"seeds for {rule['power']:.0%} power")
     for name, arm in results['arms'].items():
         st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
         steps = '-' if st['median'] is None else f"{st['median']:g} ({st['min']}..{st['max']})"
@@ -66,9 +70,7 @@ def outcomes_table(results):
             both = v['paired']['seeds']
             mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
             tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
-        lines.append(f"| {name} | {arm['runs']} | {arm['fit']} | {steps} | {share} | "
-                     f"{fmt_ci(acc['mean'], acc['ci95'])} | "
-                     + ' | '.join(tests) + ' |')
+        lines.append(row(name, arm['runs'], arm['fit'], steps, share, fmt_ci(acc['mean'], acc['ci95']), *tests))
     over = 'every run measured (at fixed steps: fit by then or not)' if fixed else 'fit runs'
     lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: "
               f"{over} that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t "
@@ -83,20 +85,17 @@ def outcomes_table(results):
 
 
 def area_table(results):
-    """The continuous outcomes: one row per arm, its area and range, and its area against the
-    control paired by seed (the primary test, Holm over the arms), with never-fit runs left out and
-    counted as 0."""
+    """The continuous outcomes: per arm its area and range, and its area against the control paired by seed
+    (the primary test, Holm over the arms), with never-fit runs left out and counted as 0."""
     rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
-    shift = rule.get('delta', DELTA)       # (studies summarized before delta was set in the config)
+    shift, fixed = rule.get('delta', DELTA), fixed_steps(results)     # (summaries from before delta was a key)
     controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
-    fixed = fixed_steps(results)
     second = second_analysis(fixed)
-    lines = [f"| arm | {'runs (not fit by then)' if fixed else 'fit runs'} | area (mean [95% CI], sd) | "
-             + ('fit runs only: area (mean [95% CI]) | ' if fixed else '')
-             + f"median range (>= {rule['range_threshold']:g}) | "
-             f"area - its control, paired (mean [95% CI]) | paired p (Holm) | verdict | leave one seed out: Holm p "
-             f"(verdict kept?) | seeds for {shift:g} | {second_name(fixed)}: paired "
-             + ('difference, p (Holm) |' if fixed else 'p (Holm) |'), '| --- |' + ' --- |' * (10 if fixed else 9)]
+    lines = head('arm', 'runs (not fit by then)' if fixed else 'fit runs', 'area (mean [95% CI], sd)',
+                 *['fit runs only: area (mean [95% CI])'] * fixed, f"median range (>= {rule['range_threshold']:g})",
+                 'area - its control, paired (mean [95% CI])', 'paired p (Holm)', 'verdict',
+                 'leave one seed out: Holm p (verdict kept?)', f"seeds for {shift:g}",
+                 f"{second_name(fixed)}: paired {'difference, p (Holm)' if fixed else 'p (Holm)'}")
     for name, arm in results['arms'].items():
         a = arm['area']
         sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
@@ -111,8 +110,7 @@ def area_table(results):
                       str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift, fixed)]
         else:
             cells += ['control' if name in controls else '-'] + ['-'] * 5
-        runs = f"{arm['runs']} ({len(arm['not_fit_by_then'])})" if fixed else arm['fit']
-        lines.append(f"| {name} | {runs} | " + ' | '.join(cells) + ' |')
+        lines.append(row(name, f"{arm['runs']} ({len(arm['not_fit_by_then'])})" if fixed else arm['fit'], *cells))
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
               f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
               f"{rule['range_threshold']:g} there and at every shorter one. Each point is {n} held-out examples, "
@@ -120,7 +118,7 @@ def area_table(results):
               f"{0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. Paired: per-seed differences from "
               f"{c or 'the control'} (a seed fixes the initial weights and the batches in every arm), sign-flip "
               f"test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
-              f"{rule.get('label') or label_rule(shift)}"
+              f"{rule['label']}"
               f"; seeds for {shift:g}: paired seeds that 80% power at alpha 0.05 would need to detect an area "
               f"shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the "
               f"sign-flip test can reach 0.05). "
@@ -132,19 +130,15 @@ def area_table(results):
 
 
 def robustness(t):
-    """A primary test's leave-one-seed-out cell: the range of its Holm p, and whether its verdict holds
-    with any one seed left out (else the seeds whose removal changes it)."""
+    """A test's leave-one-seed-out cell: the range of its Holm p, and 'kept' or the seeds that change it."""
     r = t.get('leave_one_out')
-    if not r:
-        return '-'
-    lo, hi = r['p_holm']
-    return (f"{fmt_p(lo)}-{fmt_p(hi)}, " + ('kept' if r['survives'] else
-                                           f"changes without seed {', '.join(map(str, r['flips']))}"))
+    return '-' if not r else f"{fmt_p(r['p_holm'][0])}-{fmt_p(r['p_holm'][1])}, " + (
+        'kept' if r['survives'] else flips_text(t)[2:])
 
 
 def never_fit_text(t, t0, delta, fixed=False):
-    """The analysis beside the primary one (never fit as 0; at fixed steps, fit runs only, with its difference
-    and seeds): its p (Holm), and its verdict where it differs."""
+    """The analysis beside the primary (never fit as 0; at fixed steps fit runs only, with its difference and
+    seeds): its p (Holm), and its verdict where it decides otherwise."""
     if not t0:
         return '-'
     out = (f"{t0['difference']:+.3f} ({len(t0['seeds'])} seeds), " if fixed else '') + \
@@ -160,8 +154,7 @@ def control_of(results, name):
 
 
 def what_tests_support(results):
-    """One paragraph: the pre-registered rule, then only what the tests' numbers support, each area
-    comparison with the label its interval gives."""
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
     m, delta, fixed = rule['extrap_multiple'], rule.get('delta', DELTA), fixed_steps(results)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
@@ -190,7 +183,7 @@ def what_tests_support(results):
                 if 'long' in results else
                 'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
-        out.append(f"{head} ({rule.get('label') or label_rule(delta)}): " + '; '.join(
+        out.append(f"{head} ({rule['label']}): " + '; '.join(
             f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
             + (f" {fmt_interval(t['ci95'])}" if t['ci95'] else '')
             + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
@@ -243,8 +236,7 @@ def what_tests_support(results):
 
 
 def diff_cells(t, delta, robust=True):
-    """A paired test's cells: mean [95% CI], seeds, p (Holm), verdict (robust: with the seeds whose leave-one-out
-    changes it, where the table has no column of its own for that)."""
+    """A paired test's cells: mean [95% CI], seeds, p (Holm), verdict (robust: with the seeds that change it)."""
     if not t:
         return ['-'] * 4
     ci = '' if t['ci95'] is None else f" {fmt_interval(t['ci95'])}"
@@ -254,10 +246,9 @@ def diff_cells(t, delta, robust=True):
 
 
 def long_training_tables(results):
-    """A study of trunks with cooled snapshots: each run's change from its early to its late cooled
-    snapshot, against 0 and against the control's; the cooldown's effect; the mismatch's growth."""
-    L, c = results['long'], results['rule']['control']
-    fixed = fixed_steps(results)
+    """A study of trunks with cooled snapshots: each run's change from its early to its late cooled snapshot,
+    against 0 and against the control's; the cooldown's effect; the mismatch's growth."""
+    L, c, fixed = results['long'], results['rule']['control'], fixed_steps(results)
     e, late, delta = point_text(L['early'], fixed), point_text(L['late'], fixed), L['delta']
     at_e, at_late = at_point(L['early'], fixed), at_point(L['late'], fixed)
     lines = ['**Long training**', '', f"Each arm {at_late} against {c} {at_late} is in the tables above (the rows "
@@ -272,20 +263,18 @@ def long_training_tables(results):
     lines += ['', f"Secondary, the cooldown: the area cooled {at_late} minus the trunk's own final eval (at its stop, "
               f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a "
               f"high-learning-rate effect? Compare the rows '<arm> {late}' and '<arm> ... uncooled' above.", '',
-              '| arm | cooled - uncooled (mean [95% CI]) | seeds | p | verdict |', '| --- | --- | --- | --- | --- |']
-    lines += [f"| {arm} | " + ' | '.join(diff_cells(t, delta)) + ' |' for arm, t in L['cooldown'].items()]
+              *head('arm', 'cooled - uncooled (mean [95% CI])', 'seeds', 'p', 'verdict')]
+    lines += [row(arm, *diff_cells(t, delta)) for arm, t in L['cooldown'].items()]
     if L.get('fit_plus'):
         lines += fit_plus_table(L['fit_plus'], c, delta, list(L['change']))
     if L['mismatch']:
         lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
                   f"layers, floor subtracted; none for no dropout): its mean {at_e} and {late}, and its growth "
-                  f"per run.", '',
-                  f"| arm | token shift {e} | token shift {late} | growth (mean [95% CI]) | seeds | p | verdict |",
-                  '| --- |' + ' --- |' * 6]
-        for arm, m in L['mismatch'].items():
-            at = ['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()]
-            # a shift in eval sds, not area: no margin of area applies (delta 0), as outcomes.rederive labels it
-            lines.append(f"| {arm} | " + ' | '.join(at + diff_cells(m['growth'], 0.0)) + ' |')
+                  f"per run.", '', *head('arm', f"token shift {e}", f"token shift {late}", 'growth (mean [95% CI])',
+                                         'seeds', 'p', 'verdict')]
+        for arm, m in L['mismatch'].items():     # a shift in eval sds, not area: no margin of area (delta 0)
+            lines.append(row(arm, *['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()],
+                             *diff_cells(m['growth'], 0.0)))
         r = L['mismatch_vs_change']
         lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
                   f"dropout; 95% intervals by Fisher's z): {correlation_text(r)}; within each arm (the arms' "
@@ -295,42 +284,36 @@ def long_training_tables(results):
 
 
 def change_table(tests, c, e, late, delta):
-    """The table of each arm's change from e to late, against 0 and against the control's: tests holds
-    'change' and 'change_vs_control' by arm."""
-    lines = [f"| arm | change {e} -> {late} (mean [95% CI]) | seeds | p | verdict | "
-             f"against {c}'s change (mean [95% CI]) | seeds | p (Holm) | verdict | family |", '| --- |' + ' --- |' * 9]
+    """Each arm's change from e to late against 0 and against the control's (tests: 'change', 'change_vs_control')."""
+    lines = head('arm', f"change {e} -> {late} (mean [95% CI])", 'seeds', 'p', 'verdict',
+                 f"against {c}'s change (mean [95% CI])", 'seeds', 'p (Holm)', 'verdict', 'family')
     for arm, t in tests['change'].items():
         v = tests['change_vs_control'].get(arm)
-        lines.append(f"| {arm} | " + ' | '.join(diff_cells(t, delta) + (diff_cells(v, delta) + [v['family'] or '-']
-                                                                         if v else
-                                                                         ['control' if arm == c else '-'] + ['-'] * 4))
-                     + ' |')
+        lines.append(row(arm, *diff_cells(t, delta), *(diff_cells(v, delta) + [v['family'] or '-'] if v else
+                                                      ['control' if arm == c else '-'] + ['-'] * 4)))
     return lines
 
 
 def fit_plus_table(F, c, delta, arms):
-    """Secondary, a study at fixed steps read as a fit-relative one: each run at its cooled point near its
-    own fit + k (outcomes.fit_plus), each arm against the control over the seeds where both have one."""
+    """Secondary, a study at fixed steps read as a fit-relative one (outcomes.fit_plus)."""
     k, w = F['offset'], F['window']
     lines = ['', f"Secondary, for comparison with a study read at fit + {k}: each run at its cooled point within "
              f"+-{w} steps of its own fit + {k}, where it has one (its trunk's fit; a run fit late may have none, "
              f"one never fit has none; every run read there is fit by then, so the fit runs only are the same "
              f"runs), each arm against {c} paired by seed over the seeds where both have one (Holm within each "
-             f"family).", '',
-             f"| arm | runs read (at which point) | area (mean) | against {c} (mean [95% CI]) | seeds | p (Holm) | "
-             f"verdict |", '| --- |' + ' --- |' * 6]
+             f"family).", '', *head('arm', 'runs read (at which point)', 'area (mean)', f"against {c} (mean [95% CI])",
+                                    'seeds', 'p (Holm)', 'verdict')]
     for arm in arms:
         points, areas = F['points'].get(arm, {}), list(F['area'].get(arm, {}).values())
         at = ', '.join(f"{n} at {p}" for p, n in sorted(Counter(points.values()).items()))
         t = F['vs_control'].get(arm)
         cells = diff_cells(t, delta) if t else ['control' if arm == c else '-'] + ['-'] * 3
-        lines.append(f"| {arm} | {len(points)}{f' ({at})' if at else ''} | "
-                     + (f"{sum(areas) / len(areas):.3f}" if areas else '-') + ' | ' + ' | '.join(cells) + ' |')
+        lines.append(row(arm, f"{len(points)}{f' ({at})' if at else ''}",
+                         f"{sum(areas) / len(areas):.3f}" if areas else '-', *cells))
     return lines
 
 
 def joined_text(results):
-    """The families whose changes are corrected with their tests at the late point, as the tables say it."""
     joined, late = named_changes(results['rule'].get('families')), results['long']['late']
     return ''.join(f"; {a}'s change with the {f} family's tests {at_point(late, fixed_steps(results))}, as its "
                    f"family names it" for a, f in joined.items())
@@ -343,33 +326,27 @@ def correlation_text(c):
 
 
 def variant_tables(results):
-    """The final eval under each length-scaling variant beside the plain one: each arm's area, and
-    each arm against its control under the same variant (secondary, Holm within the family)."""
+    """Each arm's area under each length-scaling variant beside plain, and against its control under the same."""
     arms, delta, fixed = results['arms'], results['rule'].get('delta', DELTA), fixed_steps(results)
     variants = results['eval']['variants']
     lines = ['**Under length-scaling variants**', '', "The same cooled models evaluated plain and with RoPE rescaled "
              "at inference for each eval length L, s = L / T (the plain eval at 1x; `python eval_lengths.py "
              "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over "
-             + ("every run measured" if fixed else "fit runs") + ").", '',
-             '| arm | plain | ' + ' | '.join(variants) + ' |', '| --- | --- |' + ' --- |' * len(variants)]
+             + ("every run measured" if fixed else "fit runs") + ").", '', *head('arm', 'plain', *variants)]
     for name, arm in arms.items():
         if not arm.get('variants'):
             continue
         cells = [fmt_ci(arm['area']['mean'], arm['area']['ci95'])] + [
             fmt_ci(arm['variants'][v]['area']['mean'], arm['variants'][v]['area']['ci95']) if v in arm['variants']
             else '-' for v in variants]
-        lines.append(f"| {name} | " + ' | '.join(cells) + ' |')
+        lines.append(row(name, *cells))
     lines += ['', "Each arm against its control under the same variant, paired by seed (secondary; Holm within the "
               "family at each point and variant):", '',
-              f'| arm | variant | area - control (mean [95% CI]) | seeds | p (Holm) | verdict | {second_name(fixed)}: '
-              f'p (Holm) |', '| --- |' + ' --- |' * 6]
-    for name, arm in arms.items():
-        for v, out in arm.get('variants', {}).items():
-            t = out.get('vs_control')
-            if t and t['left_out']:
-                t0 = t[second_analysis(fixed)]
-                lines.append(f"| {name} | {v} | " + ' | '.join(diff_cells(t['left_out'], delta))
-                             + f" | {holm_text(t0)} |")
+              *head('arm', 'variant', 'area - control (mean [95% CI])', 'seeds', 'p (Holm)', 'verdict',
+                    f"{second_name(fixed)}: p (Holm)")]
+    lines += [row(name, v, *diff_cells(t['left_out'], delta), holm_text(t[second_analysis(fixed)]))
+              for name, arm in arms.items() for v, out in arm.get('variants', {}).items()
+              for t in [out.get('vs_control')] if t and t['left_out']]
     return lines + ['']
 
 
@@ -378,30 +355,27 @@ def holm_text(t):
 
 
 def comparisons_table(results):
-    """The study's own comparisons, a - b paired by seed, with never-fit runs left out and as 0 (at fixed
-    steps: every run measured, and fit runs only)."""
+    """The study's own comparisons, a - b paired by seed, in both analyses."""
     delta, fixed = results['rule'].get('delta', DELTA), fixed_steps(results)
     late = results.get('long', {}).get('late')
     lines = ['**Comparisons**', '', "The study's own comparisons (`comparisons` in its config, fixed before the runs): "
              "a - b per seed, each side an arm's area (`arm@variant`: under that variant) or a difference of two "
              "(an interaction), sign-flip test, Holm within each family at each point"
              + (f"; primary {at_point(late, fixed)}, the other points secondary" if late else '') + '.', '',
-             '| point | family | a - b | mean [95% CI] | seeds | p (Holm) | verdict | leave one seed out | '
-             f'{second_name(fixed)}: mean, p (Holm), verdict |', '| --- |' + ' --- |' * 8]
+             *head('point', 'family', 'a - b', 'mean [95% CI]', 'seeds', 'p (Holm)', 'verdict', 'leave one seed out',
+                   f"{second_name(fixed)}: mean, p (Holm), verdict")]
     for t in results['comparisons']:
         point = '-' if t['point'] is None else point_text(t['point'], fixed)
         t0 = t[second_analysis(fixed)]
         zero = '-' if not t0 else f"{t0['difference']:+.3f}, {holm_text(t0)}, {verdict(t0, delta)}"
         if t0 and t['left_out'] and decision(verdict(t0, delta)) != decision(verdict(t['left_out'], delta)):
             zero += ' (differs)'
-        lines.append(f"| {point} | {t['family']} | {side(t['a'])} - {side(t['b'])} | "
-                     + ' | '.join(diff_cells(t['left_out'], delta, robust=False))
-                     + f" | {robustness(t['left_out'] or {})} | {zero} |")
+        lines.append(row(point, t['family'], f"{side(t['a'])} - {side(t['b'])}",
+                         *diff_cells(t['left_out'], delta, robust=False), robustness(t['left_out'] or {}), zero))
     return lines + ['']
 
 
 def machines_text(results):
-    """Which seeds of which arm trained on which machine (the CPU model and torch of each run's provenance)."""
     return ['**Machines**', '', 'Where each run trained (from its provenance; a run reproduces bit for bit on the '
             'same code, CPU model, torch and thread count): ' + '; '.join(
                 f"{m}: " + ', '.join(f"{a} seeds {','.join(map(str, s))}" for a, s in by_arm.items())
@@ -419,8 +393,8 @@ def format_markdown(results):
     if change:
         lines += ['**The rule changed after its results**', '', f"Why: {change['why']}. Changed: " + '; '.join(
             f"{k} {a!r} -> {b!r}" for k, (a, b) in change['keys'].items()) + '. Each primary verdict under the old '
-            'rule, then under this one:', '', '| test | old rule | this rule |', '| --- | --- | --- |']
-        lines += [f"| {k} | {a} | {b} |" for k, (a, b) in change['labels'].items()] + ['']
+            'rule, then under this one:', '', *head('test', 'old rule', 'this rule')]
+        lines += [row(k, a, b) for k, (a, b) in change['labels'].items()] + ['']
     if results.get('comparisons'):
         lines += comparisons_table(results)
     if 'long' in results:
@@ -435,25 +409,19 @@ def format_markdown(results):
             for n, a in results['arms'].items() if 'deterioration' in a) + '.', '']
     tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
     for task in tasks:
-        lines += [f"**{task}**", '', '| arm | seeds | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
-                  '| --- | --- |' + ' --- |' * len(mults)]
+        lines += [f"**{task}**", '', *head('arm', 'seeds', *(f'{m}x' for m in mults))]
         for name, arm in results['arms'].items():
-            cells = []
-            for m in mults:
-                p = arm['tasks'].get(task, {}).get(str(m))
-                cells.append('-' if p is None else f"{p['mean']:.2f}"
-                             + (f" ± {p['std']:.2f}" if p['std'] is not None else ''))
-            lines.append(f"| {name} | {len(arm['seeds'])} | " + ' | '.join(cells) + ' |')
+            points = [arm['tasks'].get(task, {}).get(str(m)) for m in mults]
+            lines.append(row(name, len(arm['seeds']), *('-' if p is None else f"{p['mean']:.2f}" + (
+                f" ± {p['std']:.2f}" if p['std'] is not None else '') for p in points)))
         # a mean over 2-3 seeds hides whether they agree: every seed's own row
-        lines += ['', 'Per seed:', '', '| arm | seed | ' + ' | '.join(f'{m}x' for m in mults) + ' |',
-                  '| --- | --- |' + ' --- |' * len(mults)]
+        lines += ['', 'Per seed:', '', *head('arm', 'seed', *(f'{m}x' for m in mults))]
         for name, arm in results['arms'].items():
             for seed in arm['seeds']:
                 points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
                 mark = ' †' if seed in arm['never_fit'] else ' (not fit by then)' if seed in arm.get(
                     'not_fit_by_then', ()) else ''
-                lines.append(f"| {name} | {seed}{mark} | "
-                             + ' | '.join('-' if a is None else f"{a:.2f}" for a in points) + ' |')
+                lines.append(row(name, f"{seed}{mark}", *('-' if a is None else f"{a:.2f}" for a in points)))
         if any(a['never_fit'] for a in results['arms'].values()):
             lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
         if any(a.get('not_fit_by_then') for a in results['arms'].values()):
@@ -473,10 +441,9 @@ def format_markdown(results):
                   "for the per-coordinate batch mean; both in eval standard deviations with the mask-noise floor "
                   "(last column) subtracted (0 = kept); var ratio: train / eval variance (1 = kept); at the layers' "
                   "inputs and, pre-act, at their outputs.", '',
-                  '| arm | token shift | batch shift | var ratio | pre-act token shift | pre-act var ratio | '
-                  'noise floor |',
-                  '| --- |' + ' --- |' * 6]
-        lines += [f"| {n} | " + ' | '.join(cell(a, k) for k in cols) + ' |' for n, a in measured.items()]
+                  *head('arm', 'token shift', 'batch shift', 'var ratio', 'pre-act token shift', 'pre-act var ratio',
+                        'noise floor')]
+        lines += [row(n, *(cell(a, k) for k in cols)) for n, a in measured.items()]
         lines.append('')
     if results.get('machines'):
         lines += machines_text(results)
