@@ -1,7 +1,7 @@
 """
 A study's outcomes, the content of its results.json: per arm its per-seed accuracies, its outcomes
 under the pre-registered rule (per run: fit, steps to fit, the area and range, extrapolates or not)
-and its tests against the control. study/tables.py writes them as markdown (results.md),
+and its tests against the control. study/report.py writes them as markdown (results.md),
 study/plots.py draws them.
 """
 
@@ -682,4 +682,4 @@ def summarize(runs, cfg, lists, study_argv):
                **({'comparisons': comparisons(arms_out, cfg, lists.comparisons)} if lists.comparisons else {}),
                'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
                'provenance': rundir.provenance()}
-    return rederive(results)             # the Holm families and every label, as study.tables gives them
+    return rederive(results)             # the Holm families and every label, as study.report gives them

@@ -270,7 +270,7 @@ def planted_study(plain, yarn, spread=None):
     """A summary of arms none and vpad on 8 seeds, from planted mean areas per arm, plain and under yarn
     (each seed off its arm's mean by a small, different amount; vpad's `spread` times none's): vpad against
     none plain and under yarn, and the comparisons vpad@yarn - none@yarn and the interaction
-    (vpad@yarn - none@yarn) - (vpad - none), labelled by outcomes.rederive as summarize and study.tables
+    (vpad@yarn - none@yarn) - (vpad - none), labelled by outcomes.rederive as summarize and study.report
     label them."""
     from study import outcomes, settings
     noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001, -0.004]
