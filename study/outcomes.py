@@ -1,8 +1,6 @@
 """
-A study's outcomes, the content of its results.json: per arm its per-seed accuracies, its outcomes
-under the pre-registered rule (per run: fit, steps to fit, the area and range, extrapolates or not)
-and its tests against the control. study/report.py writes them as markdown (results.md),
-study/plots.py draws them.
+A study's outcomes, its results.json: per arm its per-seed accuracies, its outcomes under the pre-registered
+rule (per run: fit, steps to fit, area and range, extrapolates or not) and its tests against the control.
 """
 
 import copy
@@ -19,9 +17,8 @@ from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, famil
                          verdict, wilson)
 
 def find_fit(runs):
-    """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
-    into run.records; None: never fit, or at fixed steps not fit by the step it is read at) and
-    run.after_fit: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
+    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at) and
+    run.after_fit, its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]."""
     for run in runs:
         if run.state == 'done':
             run.fit_iter = fit_by_then(run)
@@ -56,11 +53,9 @@ def init_template(cfg, arm, study_argv):
 
 
 def area_and_range(curve, threshold):
-    """curve: {multiple: accuracy} of one run's final eval. -> (area, range): the area is the mean
-    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under the step curve that holds
-    each multiple's accuracy for one unit of log2(multiple), normalized to [0, 1]; not a trapezoid);
-    the range is the largest multiple at which accuracy is >= threshold there and at every shorter
-    multiple (0: not even at the shortest)."""
+    """curve: {multiple: accuracy} of one run's final eval. -> (area: the mean accuracy over the evaluated
+    multiples, the area under the step curve in log2(multiple) normalized to [0, 1]; range: the largest
+    multiple with accuracy >= threshold there and at every shorter one, 0 if none)."""
     points = sorted((m, a) for m, a in curve.items() if a is not None)
     area = sum(a for _, a in points) / len(points) if points else None
     reach = 0
@@ -79,12 +74,10 @@ def spread(values):
 
 
 def arm_outcomes(per_seed, cfg, fixed=False):
-    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured, {multiple:
-    accuracy} of the primary task)} of an arm's finished runs -> its outcome counts and intervals.
-    Never-fit runs are counted apart (a run that did not learn the task says nothing about
-    extrapolating it) and, for the area and range, also counted as failures (0). At fixed steps (fixed)
-    every run is measured at the same step: each counts, a run not fit by then is marked so, and the
-    area of the fit runs alone is given beside."""
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None, {multiple: accuracy})} of an arm's
+    finished runs -> its outcome counts and intervals. A never-fit run (it says nothing of length) is counted
+    apart, and as area 0 beside; at fixed steps every run counts, one not fit by then marked so, and the fit
+    runs' area is given beside."""
     fit = {s: o for s, o in per_seed.items() if o[0] is not None}
     counted = per_seed if fixed else fit
     steps = {str(s): o[0] for s, o in fit.items()}
@@ -146,10 +139,9 @@ def versus_control(arm, ctrl, paired, delta):
 
 
 def area_test(x, y, shift=DELTA, unpaired=True):
-    """An area against another, paired by seed (a seed fixes the initial weights and the batches in
-    every arm; within one run, its early and late snapshots): sign-flip test over the per-seed
-    differences, their mean with its 95% and 90% intervals (the test inverted), the seeds 80% power needs
-    for a shift of `shift`; and the unpaired permutation test."""
+    """An area against another, paired by seed (a seed fixes the initial weights and batches in every arm):
+    the sign flip over the per-seed differences with its intervals, the seeds 80% power needs for `shift`,
+    and the unpaired permutation test (unpaired=False: not)."""
     both = [s for s in x if s in y]
     d = [x[s] - y[s] for s in both]
     if not d:
@@ -164,9 +156,8 @@ def area_test(x, y, shift=DELTA, unpaired=True):
 
 
 def point_name(run):
-    """The name a run is summarized under: its arm, or in a study of trunks with snapshots its arm at its
-    point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself);
-    at fixed steps 'vpad at 6000' (from step 6000) or 'vpad at 16000 uncooled'."""
+    """The name a run is summarized under: its arm, or its arm at its point: 'vpad +1000' (cooled from fit +
+    1000), 'vpad +10000 uncooled' (the trunk), 'vpad at 6000' (from step 6000)."""
     point = run.point
     if point is None:
         return run.arm
@@ -175,9 +166,7 @@ def point_name(run):
 
 
 def test_groups(arms_out, cfg):
-    """-> [(family, [arm names], control's name)]: the comparisons with the control, each family
-    Holm-adjusted on its own (families {}: every other arm, one family); in a study of snapshots,
-    at each point apart."""
+    """-> [(family, [arm names], control's name)] at each point (families {}: every other arm, one family)."""
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     named = {(a['arm'], a['point']): n for n, a in arms_out.items()}
     return [(family, [named[a, point] for a in family_arms(arms) if (a, point) in named],
@@ -187,10 +176,8 @@ def test_groups(arms_out, cfg):
 
 
 def adjust(tests, delta, robust=False, count=()):
-    """Holm over one family's tests (in place), then each one's label from its interval; count: tests of the
-    family whose Holm p is written in another analysis (their p counts here, nothing of theirs is written);
-    robust (the primary comparisons): also each one's leave-one-seed-out range of Holm p, and whether its
-    label survives."""
+    """Holm over one family's tests, then each one's label; count: tests whose p counts here but whose Holm p
+    is written in another analysis; robust: also each one's leave-one-out robustness. In place."""
     for t, p in zip(tests, holm([t['p'] for t in [*tests, *count]])):
         t['p_holm'] = p
         if 'ci90' in t:
@@ -218,14 +205,9 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
 
 
 def long_training(arms_out, cfg):
-    """The outcomes of a study of trunks with cooled snapshots, by arm: the area at late_snapshot
-    against the control's is the arms' own comparison (vs_control at that point); here, per run, its
-    change, the area cooled at late_snapshot minus at early_snapshot (claim 1: does extrapolation
-    deteriorate with training?), each arm's against 0 and against the control's (paired by seed,
-    Holm within each family); the cooldown's effect, the cooled area at late_snapshot minus the
-    trunk's own (uncooled, at the peak rate, at its stop); and the train-vs-eval mismatch of the cooled
-    models at both points, its change per run and that change's correlation with the change in area. The
-    area tests are Holm-adjusted and labelled by rederive (a change a family names, with its family)."""
+    """A study of trunks with cooled snapshots: per run its change, the area cooled late minus early (claim 1),
+    against 0 and against the control's; the cooldown's effect (cooled late minus the trunk's own, uncooled);
+    the mismatch's growth and its correlation with the change. Holm and labels are rederive's."""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = sorted(p for _, p in at if isinstance(p, int))
     early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
@@ -280,11 +262,8 @@ def long_training(arms_out, cfg):
 
 
 def fit_plus(at, points, cfg):
-    """A study at fixed steps read as a fit-relative one would be: each run at its cooled point nearest its own
-    fit + fit_plus_reading (its trunk's fit, by the trunk's stop), where one lies within +-fit_plus_window
-    (a run fit late may have none; one never fit has none). Every run read there is fit by then (the point
-    lies past its fit). Each arm of a family against the control, paired over the seeds where both have a
-    point (Holm within the family, by rederive). at: {(arm, point): its summary}; points: the cooled ones."""
+    """A study at fixed steps read as a fit-relative one: each run at its cooled point nearest its trunk's fit +
+    fit_plus_reading, where one lies within +-fit_plus_window (fit by then), each arm against the control."""
     k, window = cfg['fit_plus_reading'], cfg['fit_plus_window']
     out = {'offset': k, 'window': window, 'points': {}, 'area': {}, 'vs_control': {}}
     for arm in cfg['arms']:
@@ -300,9 +279,7 @@ def fit_plus(at, points, cfg):
 
 
 def against_control(per_arm, cfg):
-    """Each arm of each family (families {}: every other arm, one family) against the control: its paired
-    area test over {arm: {seed: value}}, with its family; {} without a control (nothing to test against).
-    Holm is rederive's, with the rest of the family."""
+    """Each arm of each family against the control over {arm: {seed: value}}; {} without a control."""
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     return {a: dict(t, family=family) for family, arms in (families if cfg['control'] else {}).items()
             for a in family_arms(arms)
@@ -310,13 +287,9 @@ def against_control(per_arm, cfg):
 
 
 def comparisons(arms_out, cfg, pairs_of):
-    """The study's own comparisons (comparisons = {family: [[a, b], ...]}): a - b paired by seed at each
-    cooled point (the only point in a study without snapshots), each side an arm's area, plain or
-    under a variant, or a difference of such (an interaction: does a site's gain grow under a
-    variant?); Holm within each family at each point; with never-fit runs left out and counted as 0.
-    pairs_of: {family: [(a, b, a's terms, b's terms)]}, study.settings.Lists.comparisons.
-    -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}] (at fixed steps, 'fit_runs_only' in
-    place of 'never_fit_as_0', with every run measured in 'left_out')"""
+    """The study's own comparisons a - b paired by seed at each cooled point, each side an arm's area, plain or
+    under a variant, or a difference of such (an interaction); pairs_of: {family: [(a, b, a's terms, b's
+    terms)]} (study.settings.Lists). -> [{'point', 'family', 'a', 'b', 'left_out', the second analysis}]"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
     analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))

@@ -1,8 +1,6 @@
 """
-A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png,
-accuracy_by_variant.png (a study with eval_variants: one panel per variant) and accuracy_vs_step.png,
-from its results.json and its runs' logs. ablate.py draws them after a grid;
-the first two from a committed results.json alone (accuracy_vs_step.png needs the runs' logs):
+A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png, accuracy_by_variant.png and,
+from its runs' logs, accuracy_vs_step.png; ablate.py draws them after a grid, and from results.json alone:
 
     python -m study.plots results/<study>/results.json ...
 """

@@ -5,13 +5,9 @@ study's own settings, evaluate them as the study did, and compare each with what
     python ablate.py config/study_sites_sensitive.py --reproduce=2                 # its control, seeds 1-2
     python ablate.py config/study_sites_sensitive.py --reproduce=3 --arms=vpad
 
-Per seed: the retrained area against the committed one, whether it lies within the committed arm's
-min-max over its seeds, and whether the eval is equal bit for bit. A run is deterministic for the same
-code, CPU model, torch and thread count (one thread, as the studies train at --workers=2 on 2 cores):
-there bit-for-bit equality is expected; on another CPU the floating-point order differs, a run drifts,
-and per-seed values differ while the arm's statistics agree within their intervals. The committed
-record's provenance (where the study kept one) says which case this is; else it is 'unknown'. Studies
-of trunks with cooldown branches are refused (a seed is hours of training there). The retrained runs
+Per seed: the retrained area against the committed one, within the arm's min-max or not, and equal bit for
+bit or not: equal on the same code, CPU model, torch and thread count (the committed record's provenance says
+where it trained), drifting on another CPU. Studies of trunks (hours a seed) are refused. The retrained runs
 go to out/reproduce/<study>/<arm>/seed<k> and are kept: a rerun continues or reuses them.
 """
 

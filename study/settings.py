@@ -1,12 +1,8 @@
 """
-A study's settings, checked in one place before anything runs or is written: check() takes a study
-config as ablate.py read it and refuses, each time in one line that names the key and the fix, what
-cannot make the grid it describes: ablate.py's own keys (the arms, seeds, launcher and the
-pre-registered rule), every run's train.py settings as train.py checks them, and how the two fit
-together (a 1x in every quick eval, the early and late snapshots in every trunk, one kind of point in
-a study). What it returns is each run's exact settings, which ablate.plan makes the grid's runs.
-
-split_argv reads ablate.py's command line: its own keys, train.py overrides for every run, --arms.
+A study's settings, checked in one place before anything runs: check() refuses in one line naming the key and
+the fix what cannot make the grid a study config describes (ablate.py's keys, every run's train.py settings as
+train.py checks them, and how the two fit) and returns each run's exact settings and the study's lists,
+parsed once. split_argv reads ablate.py's command line.
 """
 
 import os

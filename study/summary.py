@@ -1,8 +1,6 @@
 """
-A grid's summary: where it is written (summary_dir), the pre-registered rule it is written under and
-a declared change of it (rule_of, rule_change), the summary of the runs as they stand
-(summarize_grid: study/outcomes.py's summarize, with the rule) and its files (write: results.json,
-results.md and the plots).
+A grid's summary: where it is written, the pre-registered rule it is written under and a declared change of
+it, the summary of the runs as they stand, and its files (results.json, results.md, the plots).
 """
 
 import contextlib
@@ -26,10 +24,8 @@ def grid_of(argv):
 
 
 def summary_dir(cfg, argv):
-    """Where results.* go. A study config's results_dir holds the committed summary of that config's
-    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, grid_dir,
-    another config file) sends its summary to grid_dir instead. A summary that another grid wrote is
-    never replaced: refused here, before any run starts."""
+    """Where results.* go: results_dir for a study config's own grid, grid_dir for one with any override of what
+    it is. A summary another grid wrote is never replaced: refused before any run starts."""
     grid, out = grid_of(argv), cfg['results_dir'] or cfg['grid_dir']
     if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
         print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
@@ -70,10 +66,9 @@ def rule_of(cfg):
 
 
 def rule_change(cfg, argv, out):
-    """The rule this grid's summary in `out` was written under, against this config's: -> None (no
-    summary, none recorded, or the same rule), the change recorded there before (still declared), or this
-    change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
-    An undeclared change is refused in one line naming the keys, before anything runs."""
+    """This config's rule against the one its summary in `out` was written under: None (the same, or none), the
+    change recorded there (still declared), or this one, declared with rule_changed: {'why', 'keys': {key:
+    [before, now]}, 'before'}. An undeclared change is refused in one line naming the keys."""
     path = os.path.join(out, files.RESULTS)
     try:
         with open(path) as f:
@@ -97,9 +92,8 @@ def rule_change(cfg, argv, out):
 
 
 def summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change):
-    """The grid's summary from the run dirs and records as they stand now (another ablate.py on this
-    study may have finished runs meanwhile: their states, evals and records are read again).
-    -> (runs, never, results)"""
+    """The grid's summary from its run dirs and records as they stand now (another ablate.py may have finished
+    runs meanwhile). -> (runs, never, results)"""
     for run in runs:
         if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
             run.state = state(run)

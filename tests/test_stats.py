@@ -280,7 +280,7 @@ def planted_study(plain, yarn, spread=None):
         return {'per_seed': per_seed, 'never_fit_as_0': {'per_seed': per_seed}}
     arms = {a: {'arm': a, 'point': None, 'area': area(plain[a], k), 'variants': {'yarn': {'area': area(yarn[a], k)}}}
             for a, k in (('none', 1), ('vpad', spread or (-0.25 if yarn['vpad'] >= 0.99 else 2)))}
-    test = lambda x, y: outcomes.area_test(x['per_seed'], y['per_seed'])    # noqa: E731
+    test = lambda x, y: outcomes.area_test(x['per_seed'], y['per_seed'], unpaired=False)    # noqa: E731
     arms['vpad']['vs_control'] = {'control': 'none', 'family': '', 'area': {
         w: test(arms['vpad']['area'], arms['none']['area']) for w in ('left_out', 'never_fit_as_0')}}
     arms['vpad']['variants']['yarn']['vs_control'] = {'control': 'none', 'family': '', **{
