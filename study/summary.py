@@ -59,6 +59,7 @@ RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'ext
              'fit_plus_window')
 # rule keys added after studies were summarized, with the value that means what those studies did
 RULE_ADDED = {'fit_plus_reading': 0, 'fit_plus_window': 0}
+RECORDED = ('fixed', 'config_commit')     # how a summary recorded its rule: a rerun writes these anew
 
 
 def rule_of(cfg):
@@ -126,14 +127,13 @@ def write(out, results, runs, then):
     ending in `then`. A Ctrl-C meanwhile ends ablate.py once they are written (held_signals). A summary there
     whose every number is these (a rerun with nothing new: only where it was summarized differs) is kept as it is.
     -> whether it wrote them"""
-    path = os.path.join(out, files.RESULTS)
+    def numbers(r):     # what a summary says, less where, at which commit, and in which words its rule was kept
+        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}
     try:
-        with open(path) as f:
-            old = json.load(f)
-        if isinstance(old, dict) and {**old, 'provenance': None} == json.loads(json.dumps({**results,
-                                                                                          'provenance': None})):
-            return False
-    except (OSError, ValueError):
+        with open(os.path.join(out, files.RESULTS)) as f:
+            if numbers(json.load(f)) == numbers(json.loads(json.dumps(results))):
+                return False
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
     table = format_markdown(results)
     with rundir.writing(out, 'the summary', then), held_signals():

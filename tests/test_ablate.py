@@ -1523,10 +1523,12 @@ def test_a_rerun_whose_numbers_are_equal_keeps_the_committed_summary(tmp_path, m
     that summarized it changes, no number does): kept as it is where nothing else differs."""
     monkeypatch.setattr(summary, 'plot', lambda *a: None)
     monkeypatch.setattr(summary, 'format_markdown', lambda results: '| the tables |\n')
-    results = {'arms': {'none': {'area': {'mean': 0.5}}}, 'provenance': {'commit': 'aaa', 'threads': 2}}
+    results = {'arms': {'none': {'area': {'mean': 0.5}}}, 'provenance': {'commit': 'aaa', 'threads': 2},
+               'rule': {'delta': 0.05, 'fixed': {'delta': 0.05}, 'config_commit': 'aaa'}}
     summary.write(str(tmp_path), results, [], 'rerun')
     committed = (tmp_path / 'results.json').read_bytes()
-    summary.write(str(tmp_path), dict(results, provenance={'commit': 'bbb', 'threads': 1}), [], 'rerun')
+    summary.write(str(tmp_path), dict(results, provenance={'commit': 'bbb', 'threads': 1}, rule={
+        'delta': 0.05, 'fixed': {'delta': 0.05, 'fit_plus_reading': 0}, 'config_commit': 'bbb'}), [], 'rerun')
     assert (tmp_path / 'results.json').read_bytes() == committed
     summary.write(str(tmp_path), dict(results, arms={'none': {'area': {'mean': 0.6}}}), [], 'rerun')
     assert json.loads((tmp_path / 'results.json').read_bytes())['arms']['none']['area']['mean'] == 0.6
