@@ -127,11 +127,12 @@ def write(out, results, runs, then):
     ending in `then`. A Ctrl-C meanwhile ends ablate.py once they are written (held_signals). A summary there
     whose every number is these (a rerun with nothing new: only where it was summarized differs) is kept as it is.
     -> whether it wrote them"""
-    def numbers(r):     # what a summary says, less where, at which commit, and in which words its rule was kept
-        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}
+    def numbers(r):     # what a summary says, less where, at which commit and how its rule was kept, to 10 digits
+        r = json.loads(json.dumps(r), parse_float=lambda x: float(f"{float(x):.10g}"))   # (a float's last bits: a
+        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}  # library's)
     try:
         with open(os.path.join(out, files.RESULTS)) as f:
-            if numbers(json.load(f)) == numbers(json.loads(json.dumps(results))):
+            if numbers(json.load(f)) == numbers(results):
                 return False
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
