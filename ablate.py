@@ -51,7 +51,7 @@ sign-flip, Holm-corrected over the arms; secondary: Fisher's exact test on extra
 (Holm), a permutation test of the accuracy at extrap_multiple x, and the seeds 80% power needs.
 """
 
-from configurator import configure, items, settings_of, started  # first: a script's start-up (configurator.startup)
+from configurator import configure, settings_of, started  # first: a script's start-up (configurator.startup)
 
 import contextlib
 import dataclasses
@@ -62,7 +62,6 @@ import time
 
 import torch
 
-import eval_lengths
 import train  # its settings; its training loop runs in a subprocess
 from base import rundir
 from base.schedule import branch_argv
@@ -77,7 +76,7 @@ from study.runs import (Run, check_sources, command, differing, fit_of, last_pro
                         prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
                         to_train, trainer_env, where_grid_stands)
 from study.settings import check, split_argv
-from study.tables import format_markdown
+from study.report import format_markdown
 
 
 # -----------------------------------------------------------------------------
@@ -150,11 +149,12 @@ rule_changed = ''          # why the rule above changed after results were summa
 
 
 def plan(cfg, passed, selected, train_settings, studies=()):
-    """The grid, its every setting checked first (study.settings.check). -> [Run], in arm-major order; those
-    of arms left out by --arms are marked selected=False (summarized if finished, never trained).
-    studies: the studies whose runs this one reuses, through which it is planned."""
+    """The grid, its every setting checked first (study.settings.check). -> ([Run], in arm-major order, those
+    of arms left out by --arms marked selected=False (summarized if finished, never trained); the study's list
+    settings, parsed). studies: the studies whose runs this one reuses, through which it is planned."""
     runs = []
-    for p in check(cfg, passed, selected, train_settings):
+    planned, lists = check(cfg, passed, selected, train_settings)
+    for p in planned:
         run = Run(p.arm, p.seed, p.dir, p.argv, p.cfg, p.tasks, selected=selected is None or p.arm in selected)
         if cfg['init_from_study']:          # the source study's run of this seed, as that study plans it
             start = start_of(cfg['init_from_study'], p.seed, train_settings, studies).dir
@@ -163,7 +163,7 @@ def plan(cfg, passed, selected, train_settings, studies=()):
             run = reused(cfg, run, train_settings, studies) or run
         runs.append(run)
         runs += branches(run, p.snapshots, p.fixed, train_settings)
-    return runs
+    return runs, lists
 
 
 PLANNED = {}               # (the path and text of a study config reused, the chain) -> its plan
@@ -201,7 +201,7 @@ def run_of(study, arm, seed, train_settings, studies, why):
         if arm not in source['arms']:
             raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}' (its arms: "
                              f"{', '.join(source['arms'])})")
-        PLANNED[key] = plan(source, [], None, train_settings, (*studies, study))
+        PLANNED[key] = plan(source, [], None, train_settings, (*studies, study))[0]
     if arm not in {r.arm for r in PLANNED[key]}:
         raise SystemExit(f"config error: {why}, but {study} has no arm '{arm}'")
     return next((r for r in PLANNED[key] if (r.arm, r.seed, r.trunk) == (arm, seed, None)), None)
@@ -243,15 +243,15 @@ def main(argv):
     train_settings = settings_of(vars(train))
     own, passed, selected = split_argv(argv, settings, train_settings)
     cfg = configure(settings, own)
-    runs = plan(cfg, passed, selected, train_settings)
+    runs, lists = plan(cfg, passed, selected, train_settings)
     started()           # the end of start-up: what follows may write (a summary set aside, --reproduce's runs)
     if cfg['reproduce'] > 0:
         arm = selected[0] if selected and len(selected) == 1 else (None if selected else cfg['control'])
         if not arm:
             raise SystemExit("config error: --reproduce retrains one arm: name it with --arms=<arm>")
         prepare_data([r for r in runs if r.arm == arm])
-        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
-        return retrain_committed(runs, cfg, arm, cfg['reproduce'], mults)
+        return retrain_committed(runs, cfg, arm, cfg['reproduce'], lists.multiples,
+                                 shlex.join(['python', 'ablate.py', *argv]))
     out = None if cfg['dry_run'] else summary.summary_dir(cfg, argv)     # a dry run writes no summary, no eval cache
     rerun = f"rerun: {shlex.join(['python', 'ablate.py', *argv])} (finished runs are kept)"
     change = summary.rule_change(cfg, argv, out) if out else None
@@ -260,8 +260,7 @@ def main(argv):
     rundir.exit_on_signals(lambda: where_grid_stands(runs, argv))
     for run in runs:
         run.state = state(run)
-    mults, queued = eval_lengths.parse_multiples('multiples', cfg['multiples']), []
-    variants = tuple(items('eval_variants', cfg['eval_variants']))     # (each checked by plan)
+    mults, variants, queued = lists.multiples, lists.variants, []
     # the study's own grid records its finished runs in results_dir/runs: committed, a fresh clone trains the rest
     own_grid = cfg['results_dir'] and len(summary.grid_of(argv)) == 1
     records = os.path.join(cfg['results_dir'], files.RECORDS) if own_grid else None
@@ -296,18 +295,19 @@ def main(argv):
         runs, never = strand(runs, never)        # trunks that finished here without fitting
     if cfg['launcher'] != 'local' and not cfg['dry_run']:
         from study import launch                 # submitit's launchers (checked by plan, before anything was written)
-        queued = launch.launch(runs, cfg)
+        queued = launch.launch(runs, cfg, lists)
         if cfg['eval_on'] != 'local':
-            queued += launch.launch_evals(runs, cfg, mults, variants)
+            queued += launch.launch_evals(runs, cfg, lists)
     # a second ablate.py on this study waits here, then summarizes what both have finished
     with files.summary_lock(cfg['grid_dir']) if out else contextlib.nullcontext():
-        runs, never, results = summary.summarize_grid(runs, never, cfg, argv, records, evaluated, change)
+        runs, never, results = summary.summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change)
         if out is None:
             print('\n' + format_markdown(results) + '\n(a dry run: the summary of the evaluated runs above is printed, '
                   'not written)')
             return
-        summary.write(out, results, runs, rerun)
-    print(f"wrote {out}/results.json and results.md")
+        wrote = summary.write(out, results, runs, rerun)
+    print(f"wrote {out}/results.json and results.md" if wrote else
+          f"{out}/results.json holds these numbers already: kept as it is")
     if queued:
         print(f"{len(queued)} job(s) queued or running: rerun this command to collect them (or add --wait)")
     elif not cfg['dry_run'] and any(r.selected and r.state != 'done' for r in runs):

@@ -1,13 +1,9 @@
 """
-The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached
-in the run dir (ablate_eval.json, ablate_eval_<variant>.json under each length-scaling variant,
-ablate_mismatch.json) for the settings and the checkpoint that made it. ablate.py computes them in
-a process of their own that takes a worker slot (`python -m study.evals SPEC`, eval_command), and eval
-jobs on a cluster write the same caches; the summary then reads them.
-
-A study's own grid also keeps a record of each finished run in its results_dir (runs/<arm>/seed<k>.json:
-its settings, log, eval and mismatch), committed with the summary: a grid whose run dirs are gone (a
-fresh clone, another machine, a session that ended) counts those runs as done and trains only the rest.
+The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached in the run
+dir for the settings and checkpoint that made it: by ablate.py in a process of its own in a worker slot
+(`python -m study.evals SPEC`), or by an eval job; the summary reads the caches. A study's own grid also keeps a
+record of each finished run (results_dir/runs/<arm>/seed<k>.json), committed: a grid whose run dirs are gone
+counts those runs as done and trains only the rest.
 """
 
 import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
@@ -42,10 +38,8 @@ def record_wrong(name, record):
 
 
 def cached(run, name, key, compute):
-    """compute() once per run and key: kept in the run dir as `name`; other settings recompute it,
-    and so does a checkpoint newer than the cache (the run dir trained again: the key names settings,
-    not weights). compute=None only reads what an eval job cached, whatever device its node had:
-    -> None if absent. A cache of the wrong shape (edited, cut short) is never trusted."""
+    """compute() once per run and key, kept in the run dir as `name` (a checkpoint newer than it, other settings
+    or a damaged cache compute it again); compute=None only reads what an eval job cached: None if absent."""
     path = os.path.join(run.dir, name)
     if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(os.path.join(run.dir, rundir.CKPT)):
         try:
@@ -94,9 +88,8 @@ def evaluated(run, variants):
 
 
 def evaluate(runs, mults, n, compute=True, variants=()):
-    """The final eval of every finished run, plain and under each variant, cached in its dir
-    (ablate_eval.json, ablate_eval_<variant>.json) for these settings; compute=False only reads what
-    eval processes and jobs cached (a run without it gets no 'eval', or no evals[variant])."""
+    """The final eval of every finished run, plain and under each variant, cached in its dir; compute=False
+    only reads what eval processes and jobs cached."""
     for run in runs:
         if run.state != 'done' or run.recorded:
             continue
@@ -130,11 +123,8 @@ def mismatch_key(run):
 
 
 def measure_mismatch(runs, compute=True):
-    """Train-vs-eval mismatch of every finished run at its own dropout site: mismatch.dropout_mismatch
-    on (up to) MISMATCH_ROWS rows of its validation data, averaged over the linear layers the site's
-    noise reaches (None where it reaches none: no dropout), with their count; cached in the run dir
-    (ablate_mismatch.json; compute=False only reads it). `python -m tools.mismatch RUN_DIR` prints the
-    per-layer values for every site."""
+    """Train-vs-eval mismatch of every finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
+    validation rows), the mean over the linear layers its noise reaches (None: none), cached in the run dir."""
     for run in runs:
         if run.state != 'done' or run.recorded:
             continue
@@ -190,9 +180,8 @@ def record_path(records, grid_dir, run):
 
 
 def provenance_of(run):
-    """What made a finished run's numbers: {'train': the distinct rundir.provenance() its log records
-    (one per process that trained it, in order), 'eval': its plain eval's}; a committed record's own
-    (reconstructed for runs recorded before records carried it) where it has one."""
+    """What made a finished run's numbers: {'train': each process's rundir.provenance() its log records, 'eval':
+    its plain eval's}; a committed record's own where it has one."""
     if run.provenance is not None:
         return run.provenance
     train = []
@@ -203,11 +192,8 @@ def provenance_of(run):
 
 
 def save_records(runs, records, grid_dir, variants=()):
-    """The record of every run done and evaluated (a study's own, not a reused one), as it finishes: its
-    settings, its log's records, its final eval (plain, and under each variant) and mismatch with their
-    keys, and its provenance; at fixed steps, whether it had fit by its point ('fit_by_then': false, a run
-    "not fit by then"). A cooldown branch is recorded apart from its trunk: a clone missing a branch's
-    snapshot rebuilds it (study.runs.rebuild_and_train)."""
+    """The record of every run of this study done and evaluated, as it finishes: its settings, log records,
+    evals and mismatch with their keys, provenance, and at fixed steps whether it had fit by its point."""
     for run in runs:
         if run.reused or run.recorded or run.state != 'done' or not evaluated(run, variants):
             continue                                      # (a recalled run's record is where it came from)
@@ -233,11 +219,8 @@ def save_records(runs, records, grid_dir, variants=()):
 
 
 def recall(runs, records, grid_dir, mults, n, variants=()):
-    """Runs without a checkpoint (a fresh clone, a run dir deleted or its checkpoint set aside) whose
-    records exist: done, from their records (run.recorded), each on its own; a finished run with a
-    record is never trained again nor shown as unfinished. A record of other settings stops the grid;
-    one evaluated another way (other multiples, examples or variants) is left alone: the run trains
-    again and its record is replaced."""
+    """Runs without a checkpoint whose records exist are done, from them (run.recorded). A record of other
+    settings stops the grid; one evaluated another way is left: the run trains again, its record replaced."""
     recalled, fix = 0, "restore it (git checkout it) or delete it: its runs train again"
 
     def read(path):

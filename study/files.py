@@ -1,8 +1,6 @@
 """
-A study's files, named in one place: what ablate.py and its children write into a run dir beside
-train.py's own (base/rundir.py names those), into a study's results_dir and its grid's folder, and
-where a study config is found by its name; with the lock two ablate.py on one study take for its
-summary, and the one reading of a summary, cache or record.
+A study's files named in one place (beside train.py's own, base/rundir.py's), the lock two ablate.py on one
+study take for its summary, and the one reading of a summary, cache or record.
 """
 
 import contextlib

@@ -1,7 +1,7 @@
 """
-Cluster launchers: each pending run a submitit job (a Slurm job, or a process here for
-submitit_local) that runs the run's train.py command, so the child is the local path's. submitit
-is optional: ablate.py imports this module only for these launchers.
+Cluster launchers: each pending run a submitit job (a Slurm job, or a process here for submitit_local) that
+runs the run's train.py command, so the child is the local path's; each job's state is what submitit's job
+object reports. submitit is optional: ablate.py imports this module only for these launchers.
 """
 
 import contextlib
@@ -9,13 +9,13 @@ import dataclasses
 import io
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import time
 
 import torch
 
-from configurator import items
 from base import rundir
 from study import files
 from study.evals import evaluate, evaluated, measure_mismatch
@@ -23,15 +23,10 @@ from study.runs import (command, fit_of, last_progress, open_train_log, ready, s
                         trainer_env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
-
 JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
-
-
-# Slurm states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
+# the states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
 ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESIZING', 'SUSPENDED', 'COMPLETING',
-          'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'UNKNOWN'}   # UNKNOWN: neither sacct nor scontrol could be asked
-GONE = 'GONE'      # the scheduler no longer knows the job (sacct off and past MinJobAge): it has ended
-SAID = set()       # the notes this process has printed, each once
+          'CONFIGURING', 'SIGNALING', 'STAGE_OUT'}
 
 
 def train_job(fresh, resumed, run_dir, threads):
@@ -55,8 +50,10 @@ def train_job(fresh, resumed, run_dir, threads):
 
 def eval_job(run, mults, n, threads, variants=()):
     """An eval job: the final evals (plain and under each variant) and the mismatch of one finished run,
-    written to its dir's caches exactly as the local path writes them; the summary then reads them."""
+    written to its dir's caches exactly as the local path writes them; the summary then reads them. It holds
+    the run dir meanwhile, as a trainer does (job_state reads that where the scheduler cannot say)."""
     os.chdir(ROOT)                                         # the run dir may be relative to the repo root
+    rundir.own(run.dir)
     torch.set_num_threads(threads)
     run = dataclasses.replace(run, state='done')
     evaluate([run], mults, n, variants=variants)
@@ -71,7 +68,7 @@ def gpus_per_run(cfg, device):
     return 1 if device.startswith('cuda') else 0
 
 
-def submit(cfg, kind, calls, runs_device):
+def submit(cfg, lists, kind, calls, runs_device):
     """Submit train_job or eval_job (by kind) with each args in calls, as one job array (on Slurm one
     sbatch: all or none). -> the jobs. A refusal exits with the scheduler's message on one line and
     leaves grid_dir as it was: submitit writes its pickles and batch file before it calls sbatch."""
@@ -92,9 +89,8 @@ def submit(cfg, kind, calls, runs_device):
         params['mem_gb'] = cfg['slurm_mem_gb']
     if cfg['launcher'] == 'slurm':
         params['slurm_partition'] = cfg['slurm_partition']
-        extra = items('slurm_extra', cfg['slurm_extra'])           # checked by study.settings.check_launcher
-        if extra:
-            params['slurm_additional_parameters'] = dict(kv.split('=', 1) for kv in extra)
+        if lists.slurm_extra:
+            params['slurm_additional_parameters'] = lists.slurm_extra
     try:
         with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's stderr, then raises it
             executor = submitit.AutoExecutor(folder=folder, cluster='slurm' if cfg['launcher'] == 'slurm' else 'local')
@@ -117,142 +113,85 @@ def submit(cfg, kind, calls, runs_device):
         raise SystemExit(f"{cfg['launcher']} refused the submission of {len(calls)} {kind} job(s): {msg}") from None
 
 
+SUBMITTED = {}     # job id -> the submitit job this process submitted (a local job's process is known only to it)
+
+
 def record_job(run, kind, job, cfg):
     """<run dir>/job.json (eval_job.json): the job's id, written only once the submission succeeded."""
     os.makedirs(run.dir, exist_ok=True)
+    SUBMITTED[job.job_id] = job
     info = {'job_id': job.job_id, 'launcher': cfg['launcher'], 'submitted': time.strftime('%Y-%m-%d %H:%M:%S'),
             'folder': str(job.paths.folder)}
     rundir.write_atomic(os.path.join(run.dir, JOB_FILE[kind]), json.dumps(info, indent=1).encode())
 
 
 def recorded_job(run, kind):
-    """The submitit Job that job.json (eval_job.json) in the run dir names, or None."""
+    """The submitit job that job.json (eval_job.json) in the run dir names, or None."""
     path = os.path.join(run.dir, JOB_FILE[kind])
     if not os.path.exists(path):
         return None
     import submitit
-    with open(path) as f:
-        info = json.load(f)
-    return (submitit.SlurmJob if info['launcher'] == 'slurm' else submitit.LocalJob)(info['folder'], info['job_id'])
-
-
-def local_alive(job):
-    """Is a local job started by an earlier ablate.py still running? Its id is its controller's pid;
-    /proc tells a live controller of this folder from a reused pid or a zombie."""
-    pid = int(job.job_id)
-    if not os.path.isdir('/proc'):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
-    try:
-        with open(f'/proc/{pid}/cmdline', 'rb') as f:
-            cmdline = f.read()
-    except OSError:
-        return False
-    return b'submitit.local._local' in cmdline and str(job.paths.folder).encode() in cmdline
-
-
-def scheduler(cmd):
-    """-> (exit code, stdout, stderr) of a Slurm command; (127, '', why) where it is not installed."""
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return 127, '', str(e)
-    return out.returncode, out.stdout, out.stderr
-
-
-def slurm_states(job_ids):
-    """{job id: Slurm's word for it} for job ids like '4242_0': from sacct, or where sacct cannot
-    answer (accounting off: "Slurm accounting storage is disabled") or does not list a job (too new,
-    or purged) from scontrol, which keeps an ended job for MinJobAge; GONE for a job neither knows."""
-    states = {}
-    code, out, err = scheduler(['sacct', '-o', 'JobID,State,NodeList', '--parsable2', '-X', '-j', ','.join(job_ids)])
-    if code == 0:
-        for line in out.splitlines()[1:]:                            # below the header JobID|State|NodeList
-            fields = line.split('|')
-            if len(fields) >= 2 and fields[0] in job_ids:
-                states[fields[0]] = (fields[1].split() or ['UNKNOWN'])[0]   # 'CANCELLED by 0' -> CANCELLED
-    elif 'sacct' not in SAID:
-        SAID.add('sacct')
-        print(f"sacct cannot answer ({(err.strip().splitlines() or ['exit %d' % code])[-1]}): asking scontrol for the "
-              f"jobs' states instead")
-    for job_id in (j for j in job_ids if j not in states):
-        code, out, err = scheduler(['scontrol', '-o', 'show', 'job', job_id])
-        found = [w.split('=', 1)[1] for w in out.split() if w.startswith('JobState=')]
-        states[job_id] = found[0] if code == 0 and found else GONE if 'Invalid job id' in err else 'UNKNOWN'
-    return states
-
-
-def job_states(jobs):
-    """The state of each job, as the scheduler says it: Slurm's (CANCELLED, TIMEOUT, FAILED,
-    OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, ...) before the result file, so a cancelled job that left
-    one is CANCELLED; FINISHED where its function returned or raised and the scheduler says it ended
-    well or no longer knows it; a local job's RUNNING / FINISHED / FAILED (its function raised) / ENDED."""
-    import submitit
-    slurm = slurm_states([j.job_id for j in jobs if isinstance(j, submitit.SlurmJob)]) \
-        if any(isinstance(j, submitit.SlurmJob) for j in jobs) else {}
-    out = []
-    for job in jobs:
-        done = job.paths.result_pickle.exists()
-        if isinstance(job, submitit.SlurmJob):
-            st = slurm[job.job_id]
-            if st == 'FAILED' and done and timed_out(job):
-                st = 'TIMEOUT'           # submitit ends a job at its time limit itself, so Slurm says FAILED
-            out.append('FINISHED' if done and st in ('COMPLETED', GONE) else
-                       'ENDED (the scheduler no longer knows it, and it left no result)' if st == GONE else st)
-        elif done:               # returned, or raised: a trainer that died is no FINISHED job
-            out.append('FAILED' if job_error(job) is not None else 'FINISHED')
-        else:
-            st = job.state
-            out.append(('RUNNING' if local_alive(job) else 'ENDED') if st.startswith('NO PROCESS') else st)  # not ours
-    return out
+    info = files.read_json(path, f"delete it: the run's {kind} job is submitted again")
+    return SUBMITTED.get(info['job_id']) or (
+        submitit.SlurmJob if info['launcher'] == 'slurm' else submitit.LocalJob)(info['folder'], info['job_id'])
 
 
 def job_error(job):
     """The error a finished job's function raised (its result file holds it), or None: a trainer that
     exited non-zero (SIGKILLed, diverged) raised CalledProcessError in train_job."""
-    import pickle
     try:
-        # submitit's own file: ('error', traceback) or ('success', value)
-        with open(job.paths.result_pickle, 'rb') as f:
+        with open(job.paths.result_pickle, 'rb') as f:      # submitit's: ('error', traceback) or ('success', value)
             kind, value = pickle.load(f)
     except Exception:
         return None
     return str(value) if kind == 'error' else None
 
 
-def timed_out(job):
-    """Did submitit end this job at its time limit? Its signal shortly before the limit makes a job
-    that cannot checkpoint itself fail with 'timed-out' in the error its result file holds."""
-    return 'timed-out' in (job_error(job) or '')
+def job_state(job, run):
+    """A job's state as its submitit object reports it (Slurm's word, from sacct; a local job's RUNNING,
+    FINISHED, INTERRUPTED), read with its result file: a job whose function raised is FAILED (a trainer that
+    died), TIMEOUT where submitit ended it at its time limit (Slurm says FAILED). Where the scheduler cannot
+    say (accounting off; a local job of an earlier ablate.py) the job's own files do: PENDING before it writes
+    its log, RUNNING while its process holds the run dir, then FINISHED where it left a result, else ENDED."""
+    st = (job.state or 'UNKNOWN').split()[0]               # 'CANCELLED by 0' -> CANCELLED
+    done, error = job.paths.result_pickle.exists(), job_error(job)
+    if st in ('UNKNOWN', 'NO') and not done:
+        return ('RUNNING' if rundir.busy(run.dir) else 'PENDING' if not job.paths.stdout.exists() else
+                'ENDED (the scheduler does not know it, and it left no result)')
+    if st == 'FAILED' and error and 'timed-out' in error:
+        return 'TIMEOUT'
+    if st in ('COMPLETED', 'FINISHED', 'UNKNOWN', 'NO') and done:
+        return 'FAILED' if error is not None else 'FINISHED'
+    return st
 
 
-def is_running(st):
-    return (st.split() or ['UNKNOWN'])[0] in ACTIVE
+def states(pairs):
+    """The state of each (run, job): one sacct for all of them (submitit's watcher, asked now)."""
+    import submitit
+    slurm = [job for _, job in pairs if isinstance(job, submitit.SlurmJob)]
+    if slurm:
+        slurm[0].watcher.update()
+    return [job_state(job, run) for run, job in pairs]
 
 
-def dispatch(runs, cfg, kind, args_of):
+def dispatch(runs, cfg, lists, kind, args_of):
     """Submit a `kind` job for each run, unless the job its dir records is still queued or running;
     record the new job ids. -> [(run, job)] of every job now queued or running."""
-    jobs = {run.dir: recorded_job(run, kind) for run in runs}
-    recorded = [j for j in jobs.values() if j is not None]
-    states = dict(zip(map(id, recorded), job_states(recorded)))      # one sacct for all of them
+    recorded = [(run, recorded_job(run, kind)) for run in runs]
+    known = [(run, job) for run, job in recorded if job]
+    found = dict(zip((id(job) for _, job in known), states(known)))
     live, todo = [], []
-    for run in runs:
-        job = jobs[run.dir]
-        st = job and states[id(job)]
-        if st and is_running(st):
-            print(f"{tag(run)} {kind} job {job.job_id} is {st}: not resubmitted"
-                  + (f" (if it is long gone, delete {run.dir}/{JOB_FILE[kind]})" if st.startswith('UNKNOWN') else ''))
+    for run, job in recorded:
+        st = job and found[id(job)]
+        if st in ACTIVE:
+            print(f"{tag(run)} {kind} job {job.job_id} is {st}: not resubmitted")
             live.append((run, job))
         else:
             if st:
                 print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) with its work not done: resubmitting")
             todo.append(run)
     device = next((r.cfg['device'] for r in todo if r.cfg['device'].startswith('cuda')), 'cpu')
-    for run, job in zip(todo, submit(cfg, kind, [args_of(run) for run in todo], device)):
+    for run, job in zip(todo, submit(cfg, lists, kind, [args_of(run) for run in todo], device)):
         record_job(run, kind, job, cfg)
         resumes = ', resumes from its checkpoint' if kind == 'train' and run.state == 'partial' else ''
         print(f"{tag(run)} submitted {kind} job {job.job_id}{resumes} -> {run.dir}/"
@@ -269,12 +208,11 @@ def wait_jobs(live, cfg, kind):
     print(f"waiting for {len(live)} {kind} job(s)")
     t0 = last_status = time.time()
     while live:
-        states = job_states([job for _, job in live])
-        for (run, job), st in zip(live, states):
-            if not is_running(st):
-                print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) after "
-                      f"{(time.time() - t0) / 60:.1f} min")
-        live = [p for p, st in zip(live, states) if is_running(st)]
+        now = states(live)
+        for (run, job), st in zip(live, now):
+            if st not in ACTIVE:
+                print(f"{tag(run)} {kind} job {job.job_id} ended ({st}) after {(time.time() - t0) / 60:.1f} min")
+        live = [p for p, st in zip(live, now) if st in ACTIVE]
         if live:
             time.sleep(poll)
             poll = min(most, poll * 1.5)
@@ -283,7 +221,7 @@ def wait_jobs(live, cfg, kind):
             print("  " + "; ".join(f"{tag(r)[1:-1]}: {last_progress(r)}" for r, _ in live))
 
 
-def launch(runs, cfg):
+def launch(runs, cfg, lists):
     """The launchers' train_grid: each pending run submitted as a job (resuming where it has a
     checkpoint), none whose job is queued or running; with --wait, wait for every job. -> the runs
     whose job is still queued or running (none after --wait)."""
@@ -295,7 +233,7 @@ def launch(runs, cfg):
     while True:      # a cooldown branch is submitted once its trunk has written the snapshot it resumes (or has
         # finished: a snapshot lost since is rebuilt in the branch's job)
         todo = [r for r in pending if ready(r, trunks) and r not in submitted]
-        live = dispatch(todo, cfg, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
+        live = dispatch(todo, cfg, lists, 'train', lambda r: (command(r, False, fit_of(trunks.get(r.trunk))), command(r, True),
                                                        r.dir, cfg['slurm_cpus_per_run']))
         submitted += todo
         waiting = [r for r in pending if r not in submitted]
@@ -321,16 +259,16 @@ def launch(runs, cfg):
     return []
 
 
-def launch_evals(runs, cfg, mults, variants=()):
+def launch_evals(runs, cfg, lists):
     """With eval_on=<launcher>: an eval job per finished run whose final evals or mismatch are not
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
+    mults, variants = lists.multiples, lists.variants
     evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
     measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
-    # what the job needs of a run, pickled: none of what the grid added (the log's records, a process, a lock)
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
-    live = dispatch(todo, cfg, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
+    live = dispatch(todo, cfg, lists, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
                                                    variants))
     if not cfg['wait']:
         return [run for run, _ in live]

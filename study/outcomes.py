@@ -1,27 +1,24 @@
 """
-A study's outcomes, the content of its results.json: per arm its per-seed accuracies, its outcomes
-under the pre-registered rule (per run: fit, steps to fit, the area and range, extrapolates or not)
-and its tests against the control. study/tables.py writes them as markdown (results.md),
-study/plots.py draws them.
+A study's outcomes, its results.json: per arm its per-seed accuracies, its outcomes under the pre-registered
+rule (per run: fit, steps to fit, area and range, extrapolates or not) and its tests against the control.
 """
 
+import copy
 import shlex
 import statistics
 
-import eval_lengths
-from configurator import items
 from base import rundir
 from study.evals import MISMATCH, provenance_of
 from study.runs import SCHEDULING, fit_by_then
-from study.stats import (DELTA, TESTS, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
+from study.settings import parse_term
+from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, family_arms, fisher_exact, fixed_steps, holm,
                          label_rule, leave_one_out, mean_ci, mean_std, named_changes, pearson, permutation_test,
-                         point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip_test,
-                         smallest_fisher_p, verdict, wilson)
+                         point_text, second_analysis, seeds_for_power, seeds_for_shift, sign_flip, smallest_fisher_p,
+                         verdict, wilson)
 
 def find_fit(runs):
-    """run.fit_iter of every finished run (train.py notes it in each log record, read by state()
-    into run.records; None: never fit, or at fixed steps not fit by the step it is read at) and
-    run.after_fit: its quick evals from the fit on, [(iter, {task: {'<m>x': acc}})]."""
+    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at) and
+    run.after_fit, its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]."""
     for run in runs:
         if run.state == 'done':
             run.fit_iter = fit_by_then(run)
@@ -56,11 +53,9 @@ def init_template(cfg, arm, study_argv):
 
 
 def area_and_range(curve, threshold):
-    """curve: {multiple: accuracy} of one run's final eval. -> (area, range): the area is the mean
-    accuracy over the evaluated multiples 1x, 2x, ..., 64x (the area under the step curve that holds
-    each multiple's accuracy for one unit of log2(multiple), normalized to [0, 1]; not a trapezoid);
-    the range is the largest multiple at which accuracy is >= threshold there and at every shorter
-    multiple (0: not even at the shortest)."""
+    """curve: {multiple: accuracy} of one run's final eval. -> (area: the mean accuracy over the evaluated
+    multiples, the area under the step curve in log2(multiple) normalized to [0, 1]; range: the largest
+    multiple with accuracy >= threshold there and at every shorter one, 0 if none)."""
     points = sorted((m, a) for m, a in curve.items() if a is not None)
     area = sum(a for _, a in points) / len(points) if points else None
     reach = 0
@@ -79,12 +74,10 @@ def spread(values):
 
 
 def arm_outcomes(per_seed, cfg, fixed=False):
-    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None if not measured, {multiple:
-    accuracy} of the primary task)} of an arm's finished runs -> its outcome counts and intervals.
-    Never-fit runs are counted apart (a run that did not learn the task says nothing about
-    extrapolating it) and, for the area and range, also counted as failures (0). At fixed steps (fixed)
-    every run is measured at the same step: each counts, a run not fit by then is marked so, and the
-    area of the fit runs alone is given beside."""
+    """per_seed: {seed: (fit_iter, accuracy at extrap_multiple or None, {multiple: accuracy})} of an arm's
+    finished runs -> its outcome counts and intervals. A never-fit run (it says nothing of length) is counted
+    apart, and as area 0 beside; at fixed steps every run counts, one not fit by then marked so, and the fit
+    runs' area is given beside."""
     fit = {s: o for s, o in per_seed.items() if o[0] is not None}
     counted = per_seed if fixed else fit
     steps = {str(s): o[0] for s, o in fit.items()}
@@ -136,8 +129,8 @@ def versus_control(arm, ctrl, paired, delta):
                               'difference': arm['accuracy_at_extrap']['mean'] - ctrl['accuracy_at_extrap']['mean']}
     if paired:
         both = [s for s in x if s in y]
-        p, method = sign_flip_test([x[s] - y[s] for s in both]) if both else (None, 'no seed fit in both arms')
-        out['paired'] = {'p': p, 'method': method, 'seeds': [int(s) for s in both],
+        test = sign_flip([x[s] - y[s] for s in both]) if both else {'p': None, 'method': 'no seed fit in both arms'}
+        out['paired'] = {'p': test['p'], 'method': test['method'], 'seeds': [int(s) for s in both],
                          'difference': sum(x[s] - y[s] for s in both) / len(both) if both else None}
     second = second_analysis(arm.get('fixed_steps'))
     out['area'] = {'left_out': area_test(arm['area']['per_seed'], ctrl['area']['per_seed'], delta),
@@ -145,29 +138,26 @@ def versus_control(arm, ctrl, paired, delta):
     return out
 
 
-def area_test(x, y, shift=DELTA):
-    """An area against another, paired by seed (a seed fixes the initial weights and the batches in
-    every arm; within one run, its early and late snapshots): sign-flip test over the per-seed
-    differences, their mean with its 95% and 90% t intervals, the seeds 80% power needs for a shift
-    of `shift`; and the unpaired permutation test."""
+def area_test(x, y, shift=DELTA, unpaired=True):
+    """An area against another, paired by seed (a seed fixes the initial weights and batches in every arm):
+    the sign flip over the per-seed differences with its intervals, the seeds 80% power needs for `shift`,
+    and the unpaired permutation test (unpaired=False: not)."""
     both = [s for s in x if s in y]
     d = [x[s] - y[s] for s in both]
     if not d:
         return None
-    p, method = sign_flip_test(d)
-    mean, ci = mean_ci(d, clip=False)
-    sd = mean_std(d)[1]
+    test, (mean, sd) = sign_flip(d), mean_std(d)
     return {'seeds': [int(s) for s in both], 'per_seed': {str(s): v for s, v in zip(both, d)}, 'difference': mean,
-            'ci95': ci,
-            'ci90': mean_ci(d, clip=False, level=0.90)[1],
-            'sd': sd, 'p': p, 'method': method, 'seeds_for_power': seeds_for_shift(sd, shift), 'shift': shift,
-            'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
+            'ci95': test['ci95'], 'ci90': test['ci90'],
+            'sd': sd, 'p': test['p'], 'method': test['method'], 'seeds_for_power': seeds_for_shift(sd, shift),
+            'shift': shift,
+            **({'unpaired_p': permutation_test(list(x.values()), list(y.values()))[0] if len(x) and len(y) else None}
+               if unpaired else {})}
 
 
 def point_name(run):
-    """The name a run is summarized under: its arm, or in a study of trunks with snapshots its arm at its
-    point: 'vpad +1000' (the cooldown branch from fit + 1000) or 'vpad +10000 uncooled' (the trunk itself);
-    at fixed steps 'vpad at 6000' (from step 6000) or 'vpad at 16000 uncooled'."""
+    """The name a run is summarized under: its arm, or its arm at its point: 'vpad +1000' (cooled from fit +
+    1000), 'vpad +10000 uncooled' (the trunk), 'vpad at 6000' (from step 6000)."""
     point = run.point
     if point is None:
         return run.arm
@@ -176,9 +166,7 @@ def point_name(run):
 
 
 def test_groups(arms_out, cfg):
-    """-> [(family, [arm names], control's name)]: the comparisons with the control, each family
-    Holm-adjusted on its own (families {}: every other arm, one family); in a study of snapshots,
-    at each point apart."""
+    """-> [(family, [arm names], control's name)] at each point (families {}: every other arm, one family)."""
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     named = {(a['arm'], a['point']): n for n, a in arms_out.items()}
     return [(family, [named[a, point] for a in family_arms(arms) if (a, point) in named],
@@ -188,10 +176,8 @@ def test_groups(arms_out, cfg):
 
 
 def adjust(tests, delta, robust=False, count=()):
-    """Holm over one family's tests (in place), then each one's label from its interval; count: tests of the
-    family whose Holm p is written in another analysis (their p counts here, nothing of theirs is written);
-    robust (the primary comparisons): also each one's leave-one-seed-out range of Holm p, and whether its
-    label survives."""
+    """Holm over one family's tests, then each one's label; count: tests whose p counts here but whose Holm p
+    is written in another analysis; robust: also each one's leave-one-out robustness. In place."""
     for t, p in zip(tests, holm([t['p'] for t in [*tests, *count]])):
         t['p_holm'] = p
         if 'ci90' in t:
@@ -219,14 +205,9 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
 
 
 def long_training(arms_out, cfg):
-    """The outcomes of a study of trunks with cooled snapshots, by arm: the area at late_snapshot
-    against the control's is the arms' own comparison (vs_control at that point); here, per run, its
-    change, the area cooled at late_snapshot minus at early_snapshot (claim 1: does extrapolation
-    deteriorate with training?), each arm's against 0 and against the control's (paired by seed,
-    Holm within each family); the cooldown's effect, the cooled area at late_snapshot minus the
-    trunk's own (uncooled, at the peak rate, at its stop); and the train-vs-eval mismatch of the cooled
-    models at both points, its change per run and that change's correlation with the change in area. The
-    area tests are Holm-adjusted and labelled by rederive (a change a family names, with its family)."""
+    """A study of trunks with cooled snapshots: per run its change, the area cooled late minus early (claim 1),
+    against 0 and against the control's; the cooldown's effect (cooled late minus the trunk's own, uncooled);
+    the mismatch's growth and its correlation with the change. Holm and labels are rederive's."""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = sorted(p for _, p in at if isinstance(p, int))
     early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
@@ -281,11 +262,8 @@ def long_training(arms_out, cfg):
 
 
 def fit_plus(at, points, cfg):
-    """A study at fixed steps read as a fit-relative one would be: each run at its cooled point nearest its own
-    fit + fit_plus_reading (its trunk's fit, by the trunk's stop), where one lies within +-fit_plus_window
-    (a run fit late may have none; one never fit has none). Every run read there is fit by then (the point
-    lies past its fit). Each arm of a family against the control, paired over the seeds where both have a
-    point (Holm within the family, by rederive). at: {(arm, point): its summary}; points: the cooled ones."""
+    """A study at fixed steps read as a fit-relative one: each run at its cooled point nearest its trunk's fit +
+    fit_plus_reading, where one lies within +-fit_plus_window (fit by then), each arm against the control."""
     k, window = cfg['fit_plus_reading'], cfg['fit_plus_window']
     out = {'offset': k, 'window': window, 'points': {}, 'area': {}, 'vs_control': {}}
     for arm in cfg['arms']:
@@ -301,58 +279,31 @@ def fit_plus(at, points, cfg):
 
 
 def against_control(per_arm, cfg):
-    """Each arm of each family (families {}: every other arm, one family) against the control: its paired
-    area test over {arm: {seed: value}}, with its family; {} without a control (nothing to test against).
-    Holm is rederive's, with the rest of the family."""
+    """Each arm of each family against the control over {arm: {seed: value}}; {} without a control."""
     families = cfg['families'] or {'': [a for a in cfg['arms'] if a != cfg['control']]}
     return {a: dict(t, family=family) for family, arms in (families if cfg['control'] else {}).items()
             for a in family_arms(arms)
             for t in [area_test(per_arm.get(a, {}), per_arm.get(cfg['control'], {}), cfg['delta'])] if t}
 
 
-def parse_term(term, arms, variants):
-    """A side of a comparison: 'vpad', 'vpad@yarn', or a difference of such, 'vpad@yarn - none@yarn'.
-    -> [(sign, arm, variant)], variant '' plain. A ValueError names what is wrong."""
-    if not isinstance(term, str) or not term.strip():
-        raise ValueError(f"{term!r} is not a side of a comparison: give 'arm', 'arm@variant' or 'x - y' of those")
-    parts = []
-    for i, part in enumerate(term.split(' - ')):
-        arm, _, variant = part.strip().partition('@')
-        if arm not in arms:
-            raise ValueError(f"{term!r}: {arm!r} is not an arm of this study ({', '.join(arms)})")
-        if variant and variant not in variants:
-            raise ValueError(f"{term!r}: {variant!r} is not one of eval_variants ({', '.join(variants) or 'none'})")
-        parts.append((-1 if i else 1, arm, variant))
-    return parts
-
-
-def comparisons(arms_out, cfg):
-    """The study's own comparisons (comparisons = {family: [[a, b], ...]}): a - b paired by seed at each
-    cooled point (the only point in a study without snapshots), each side an arm's area, plain or
-    under a variant, or a difference of such (an interaction: does a site's gain grow under a
-    variant?); Holm within each family at each point; with never-fit runs left out and counted as 0.
-    -> [{'point', 'family', 'a', 'b', 'left_out', 'never_fit_as_0'}] (at fixed steps, 'fit_runs_only' in
-    place of 'never_fit_as_0', with every run measured in 'left_out')"""
+def comparisons(arms_out, cfg, pairs_of):
+    """The study's own comparisons a - b paired by seed at each cooled point, each side an arm's area, plain or
+    under a variant, or a difference of such (an interaction); pairs_of: {family: [(a, b, a's terms, b's
+    terms)]} (study.settings.Lists). -> [{'point', 'family', 'a', 'b', 'left_out', the second analysis}]"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
-    variants = items('eval_variants', cfg['eval_variants'])
     analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))
     out = []
 
-    def values(term, point, which):
-        total = None
-        for sign, arm, variant in parse_term(term, cfg['arms'], variants):
-            per_seed = per_seed_area(at, arm, point, which, variant)
-            total = ({s: sign * v for s, v in per_seed.items()} if total is None else
-                     {s: total[s] + sign * per_seed[s] for s in total if s in per_seed})
-        return total
+    def values(terms, point, which):
+        return fold([(sign, arm, per_seed_area(at, arm, point, which, v)) for sign, arm, v in terms])
     for point in points:
-        for family, pairs in cfg['comparisons'].items():
+        for family, pairs in pairs_of.items():
             tests = []
-            for a, b in pairs:
+            for a, b, a_terms, b_terms in pairs:
                 t = {'point': point, 'family': family, 'a': a, 'b': b}
                 for which in analyses:
-                    t[which] = area_test(values(a, point, which), values(b, point, which), cfg['delta'])
+                    t[which] = area_test(values(a_terms, point, which), values(b_terms, point, which), cfg['delta'])
                 tests.append(t)
             for which in analyses:
                 adjust([t[which] for t in tests if t[which]], cfg['delta'], robust=which == 'left_out')
@@ -435,112 +386,174 @@ def per_seed_area(at, arm, point, which='left_out', variant=''):
 
 
 def rederive(results):
-    """A summary's Holm families, labels and leave-one-out robustness, from its own numbers under the
-    current wording of the rule: summarize's last step, and a committed results.json's (study.tables).
-    Each arm against its control is corrected within its family at its point; in a study of snapshots each
-    arm's change against the control's within its family's changes, or, where its family names it ("arm's
-    change"), together with the family's tests at the late point. Every area test keeps the mean areas it is
-    built from ('areas', which decide "at the ceiling") and its label (stats.verdict). Tests summarized
-    before they kept their per-seed differences get them back from the arms' per-seed areas. In place;
-    -> results."""
+    """Every number of a summary that its per-seed numbers give, under the current wording of the rule:
+    summarize's last step, and a committed results.json's (study.report). Each arm's spreads; each paired test
+    again from the per-seed areas it is built from (its differences, mean, sd, p, intervals, the mean areas that
+    decide "at the ceiling"); the Holm families: each arm against its control within its family at its point, in
+    a study of snapshots each arm's change against the control's within its family's changes or, where its
+    family names it ("arm's change"), with the family's tests at the late point; the comparisons and the variants
+    within theirs; every label (stats.verdict) and leave-one-out robustness. In place; -> results."""
     arms, rule = results['arms'], results['rule']
     delta, c = rule.get('delta', DELTA), rule['control']
     rule['label'] = label_rule(delta)
     at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
     fixed = fixed_steps(results)
     analyses = ('left_out', second_analysis(fixed))     # the primary and the analysis beside it
+    respread(arms, analyses[1])
 
     def areas(arm, point, which='left_out', variant=''):
         return per_seed_area(at, arm, point, which, variant)
 
-    def at_of(name, which, variant=''):
+    def of(name, which, variant=''):       # an arm's side of a test: [(sign, term, {seed: area})]
         a = arms[name]
-        return areas(a.get('arm', name), a.get('point'), which, variant)
+        return [(1, a.get('arm', name) + (f"@{variant}" if variant else ''),
+                 areas(a.get('arm', name), a.get('point'), which, variant))]
 
-    def restore(t, x, y):
-        if t and 'per_seed' not in t:
-            t['per_seed'] = {str(s): x[str(s)] - y[str(s)] for s in t['seeds']}
-        if t and 'ci90' not in t:
-            t['ci90'] = mean_ci(list(t['per_seed'].values()), clip=False, level=0.90)[1]
-    families, counted, built = {}, {}, []       # built: (test, {term: per-seed areas it is built from})
+    def point(a, p, which='left_out', sign=1):
+        return [(sign, f"{a} {point_text(p, fixed)}", areas(a, p, which))]
+
+    def change(a, which='left_out'):       # a run's change, late minus early
+        return point(a, late, which) + point(a, e, which, -1)
+    families, counted, built = {}, {}, []       # built: (test, its sides a and b, each [(sign, term, per-seed areas)])
     for name, arm in arms.items():
         v = arm.get('vs_control') or {}
         cname = v.get('control', c)
         for which in analyses:
             t = (v.get('area') or {}).get(which)
             if t:
-                restore(t, at_of(name, which), at_of(cname, which))
                 families.setdefault((arms[cname].get('point'), v.get('family'), which), []).append(t)
-                built.append((t, {arm.get('arm', name): at_of(name, which),
-                                  arms[cname].get('arm', cname): at_of(cname, which)}))
+                built.append((t, of(name, which), of(cname, which)))
         for variant, out in (arm.get('variants') or {}).items():
             vc = out.get('vs_control') or {}
             for which in analyses:
                 if vc.get(which):
-                    built.append((vc[which], {f"{arm.get('arm', name)}@{variant}": at_of(name, which, variant),
-                                              f"{arms[vc['control']].get('arm', vc['control'])}@{variant}":
-                                                  at_of(vc['control'], which, variant)}))
+                    families.setdefault((arms[vc['control']].get('point'), vc.get('family'), f"{variant}, {which}"),
+                                        []).append(vc[which])
+                    built.append((vc[which], of(name, which, variant), of(vc['control'], which, variant)))
     L = results.get('long')
     if L:
         e, late = L['early'], L['late']
         joined = named_changes(rule.get('families'))
-        change = {a: {s: v - areas(a, e)[s] for s, v in areas(a, late).items() if s in areas(a, e)}
-                  for a in {x for x, _ in at}}
         for a, t in L['change_vs_control'].items():
-            restore(t, change[a], change[c])
             if a in joined:      # with its family's tests at the late point; a never-fit run has no change to count
                 families.setdefault((late, joined[a], 'left_out'), []).append(t)
                 if a not in (L.get('fit_runs_only') or {}).get('change_vs_control', {}):   # (fixed steps: its own)
                     counted.setdefault((late, joined[a], analyses[1]), []).append(t)
             else:
                 families.setdefault(('change', t.get('family'), 'left_out'), []).append(t)
-            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p) for x in (a, c) for p in (late, e)}))
+            built.append((t, change(a), change(c)))
         for a, t in L['change'].items():
             if t:
                 families[('change', a, 'alone')] = [t]      # each a single test of its own: Holm over one is the raw p
-                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p) for p in (late, e)}))
+                built.append((t, point(a, late), point(a, e)))
         fit = L.get('fit_runs_only') or {}      # at fixed steps: the same over the runs fit by the early point
         which = analyses[1]
         for a, t in fit.get('change_vs_control', {}).items():
             families.setdefault((late, joined[a], which) if a in joined else ('change', t.get('family'), which),
                                 []).append(t)
-            built.append((t, {f"{x} {point_text(p, fixed)}": areas(x, p, which) for x in (a, c) for p in (late, e)}))
+            built.append((t, change(a, which), change(c, which)))
         for a, t in fit.get('change', {}).items():
             if t:
                 families[('change', a, 'alone, ' + which)] = [t]
-                built.append((t, {f"{a} {point_text(p, fixed)}": areas(a, p, which) for p in (late, e)}))
+                built.append((t, point(a, late, which), point(a, e, which)))
         for a, t in L['cooldown'].items():
             if t:
                 families[('cooldown', a, 'alone')] = [t]
-                built.append((t, {f"{a} {point_text(late, fixed)}": areas(a, late),
-                                  f"{a} uncooled": areas(a, 'trunk')}))
+                built.append((t, point(a, late), [(1, f"{a} uncooled", areas(a, 'trunk'))]))
         F = L.get('fit_plus')
         for a, t in (F or {}).get('vs_control', {}).items():     # secondary: a family of its own
             families.setdefault(('fit_plus', t.get('family'), 'secondary'), []).append(t)
-            built.append((t, {a: F['area'].get(a, {}), c: F['area'].get(c, {})}))
-        for m in L.get('mismatch', {}).values():      # a shift in eval sds, not area: no margin (delta 0)
+            built.append((t, [(1, a, F['area'].get(a, {}))], [(1, c, F['area'].get(c, {}))]))
+        for arm, m in L.get('mismatch', {}).items():      # a shift in eval sds, not area: no margin (delta 0)
+            shift = {p: {s: x['token_shift'] for s, x in at.get((arm, p), {}).get('mismatch_per_seed', {}).items()
+                         if x.get('token_shift') is not None} for p in (e, late)}
+            m['token_shift'] = {str(p): mean_ci(list(v.values()))[0] if v else None for p, v in shift.items()}
             if m.get('growth'):
+                retest(m['growth'], [(1, 'late', shift[late])], [(1, 'early', shift[e])], delta, areas=False)
                 adjust([m['growth']], 0.0)
     names = {a.get('arm', n) for n, a in arms.items()}
     for t in results.get('comparisons', []):
-        terms = [x for side in (t['a'], t['b']) for x in parse_term(side, names, results['eval'].get('variants', []))]
         for which in analyses:
             if t[which]:
-                built.append((t[which], {f"{arm}@{v}" if v else arm: areas(arm, t['point'], which, v)
-                                         for _, arm, v in terms}))
-    for t, sides in built:
-        t['areas'] = {term: mean_ci([x[str(s)] for s in t['seeds'] if str(s) in x])[0] for term, x in sides.items()}
+                families.setdefault(('comparison', t['point'], t['family'], which), []).append(t[which])
+                built.append((t[which], *([(sign, f"{arm}@{v}" if v else arm, areas(arm, t['point'], which, v))
+                                           for sign, arm, v in parse_term(side, names, results['eval'].get(
+                                               'variants', []))] for side in (t['a'], t['b']))))
+    for t, a, b in built:
+        retest(t, a, b, t.get('shift', delta))
     for key, tests in families.items():
-        adjust(tests, delta, robust=key[2] == 'left_out', count=counted.get(key, ()))
-    for t, _ in built:                  # the labels of the tests adjusted where they were made (comparisons, variants)
-        if 'p_holm' in t:
-            t['label'] = verdict(t, delta)
+        adjust(tests, delta, robust=key[-1] in ('left_out', 'alone', 'secondary') or key[-1].endswith(', left_out'),
+               count=counted.get(key, ()))
+    change_labels(results)
     return results
 
 
-def summarize(runs, cfg, study_argv):
+def fold(terms):
+    """{seed: the signed sum of the terms' per-seed values} over the seeds all of them have: a side of a test."""
+    total = None
+    for sign, _, x in terms:
+        total = ({s: sign * v for s, v in x.items()} if total is None else
+                 {s: total[s] + sign * x[s] for s in total if s in x})
+    return total
+
+
+def retest(t, a, b, shift, areas=True):
+    """A paired test again from the per-seed values it is built from, sides a - b (each [(sign, term, {seed:
+    value})]), as area_test made it (but its unpaired p, a Monte Carlo one past 200,000 splits, kept as the
+    summary drew it), with the mean of each term over its seeds ('areas': they decide "at the ceiling"; none for
+    a shift in sds). In place."""
+    t.update(area_test(fold(a), fold(b), shift, unpaired=False) or {})
+    if areas:
+        t['areas'] = {term: mean_ci([x[str(s)] for s in t['seeds'] if str(s) in x])[0] for _, term, x in a + b}
+
+
+def respread(arms, second):
+    """Each arm's spreads again from its per-seed numbers: its area's (plain, beside, under each variant), its
+    accuracy at the extrapolation multiple, its accuracy per task and multiple. In place."""
+    for arm in arms.values():
+        for area in [arm['area'], *(v['area'] for v in (arm.get('variants') or {}).values())]:
+            for x in (area, area.get(second)):
+                if x is not None:
+                    x.update(spread(list(x['per_seed'].values())))
+        acc = arm.get('accuracy_at_extrap')
+        if acc:
+            acc['mean'], acc['ci95'] = mean_ci(list(acc['per_seed'].values()))
+        for point in (p for task in arm.get('tasks', {}).values() for p in task.values()):
+            point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
+
+
+def labels(results):
+    """{test: label} of a summary's primary tests: each arm against its control, each change against the
+    control's, each of the study's comparisons."""
+    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
+           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
+    out |= {f"{a}'s change vs the control's": t.get('label')
+            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
+    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
+            for t in results.get('comparisons', []) if t['left_out']}
+    return out
+
+
+RELABELLED = {'control', 'delta', 'families'}   # the rule's keys rederive reads: a change of them it relabels
+
+
+def change_labels(results):
+    """A declared change of the rule (results['rule_change']): each primary test's label under the old rule and
+    under this one, from the summary's own numbers where the change is of keys rederive reads (else as the summary
+    was written). In place."""
+    change = results.get('rule_change')
+    if not change or not set(change['keys']) <= RELABELLED:
+        return
+    old = copy.deepcopy({k: v for k, v in results.items() if k != 'rule_change'})
+    old['rule'].update({k: before for k, (before, _) in change['keys'].items()})
+    before, now = labels(rederive(old)), labels(results)
+    change['labels'] = {k: [v, now.get(k)] for k, v in before.items()}
+
+
+def summarize(runs, cfg, lists, study_argv):
     """results.json: per arm, its overrides, per task and multiple the per-seed accuracies, and its
-    outcomes under the pre-registered rule with the tests against the control."""
+    outcomes under the pre-registered rule with the tests against the control. lists: the study's list
+    settings, parsed (study.settings.Lists)."""
     arms_out, per_run, primary, by_variant = {}, {}, {}, {}
     for run in runs:
         name = point_name(run)
@@ -635,11 +648,11 @@ def summarize(runs, cfg, study_argv):
             seeds += [run.seed] if run.seed not in seeds else []
     results = {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
                'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
-               'eval': {'multiples': eval_lengths.parse_multiples('multiples', cfg['multiples']),
-                        'eval_samples': cfg['eval_samples'], 'seed': 0, 'std': 'sample standard deviation over seeds',
-                        **({'variants': items('eval_variants', cfg['eval_variants'])} if cfg['eval_variants'] else {})},
+               'eval': {'multiples': list(lists.multiples), 'eval_samples': cfg['eval_samples'], 'seed': 0,
+                        'std': 'sample standard deviation over seeds',
+                        **({'variants': list(lists.variants)} if lists.variants else {})},
                'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),
-               **({'comparisons': comparisons(arms_out, cfg)} if cfg['comparisons'] else {}),
+               **({'comparisons': comparisons(arms_out, cfg, lists.comparisons)} if lists.comparisons else {}),
                'machines': {m: {a: sorted(s) for a, s in by_arm.items()} for m, by_arm in sorted(machines.items())},
                'provenance': rundir.provenance()}
-    return rederive(results)             # the Holm families and every label, as study.tables gives them
+    return rederive(results)             # the Holm families and every label, as study.report gives them

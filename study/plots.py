@@ -1,8 +1,6 @@
 """
-A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png,
-accuracy_by_variant.png (a study with eval_variants: one panel per variant) and accuracy_vs_step.png,
-from its results.json and its runs' logs. ablate.py draws them after a grid;
-the first two from a committed results.json alone (accuracy_vs_step.png needs the runs' logs):
+A study's plots (they need matplotlib): accuracy_vs_length.png, area_by_arm.png, accuracy_by_variant.png and,
+from its runs' logs, accuracy_vs_step.png; ablate.py draws them after a grid, and from results.json alone:
 
     python -m study.plots results/<study>/results.json ...
 """
@@ -174,6 +172,37 @@ def plot(results, curves, out):
     if steps:
         eval_lengths.plot_panels([f"{t} at {m}" for t, m in steps], by_step, os.path.join(out, 'accuracy_vs_step.png'),
                                  'training step', 'accuracy (thin: one run each)', log2=False)
+
+
+def mid_multiple(arm):
+    """(task, multiple) where an arm's median accuracy over its runs is nearest 0.5: where a loss of
+    length shows, not where every run is at 1 or at 0. (None, None) for an arm with no eval."""
+    if not arm.get('tasks'):
+        return None, None
+    task = next(iter(arm['tasks']))
+    accs = arm['tasks'][task]
+    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
+
+
+def mid_range(res):
+    """mid_multiple of the control of a study of snapshots, cooled late; None before it is evaluated."""
+    late = (res['rule']['control'], res['long']['late'])
+    ctrl = next((a for a in res['arms'].values() if (a['arm'], a['point']) == late and a['tasks']), None)
+    return mid_multiple(ctrl) if ctrl else None
+
+
+def draw_headline(res, path):
+    """results/headline.png, study_long's deterioration picture: each run's area, and its accuracy where the
+    control is mid-range, cooled early (left) and late (right) in its own training, one line per run, arm by arm
+    (python -m study.report draws it)."""
+    task, m = mid_range(res)
+    panels = {'area (mean accuracy, 1x..64x)': area_of,
+              f"accuracy at {m}x (the control's mid-range)":
+                  lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
+    e, late = res['long']['early'], res['long']['late']
+    eval_lengths.plot_panels(list(panels), lambda ax, p: early_late_panel(ax, res, panels[p]), path,
+                             f"cooled at fit +{e} | fit +{late}",
+                             f"{task} accuracy (a line: one run; a bar: median)", log2=False)
 
 
 def main(paths):

@@ -5,13 +5,9 @@ study's own settings, evaluate them as the study did, and compare each with what
     python ablate.py config/study_sites_sensitive.py --reproduce=2                 # its control, seeds 1-2
     python ablate.py config/study_sites_sensitive.py --reproduce=3 --arms=vpad
 
-Per seed: the retrained area against the committed one, whether it lies within the committed arm's
-min-max over its seeds, and whether the eval is equal bit for bit. A run is deterministic for the same
-code, CPU model, torch and thread count (one thread, as the studies train at --workers=2 on 2 cores):
-there bit-for-bit equality is expected; on another CPU the floating-point order differs, a run drifts,
-and per-seed values differ while the arm's statistics agree within their intervals. The committed
-record's provenance (where the study kept one) says which case this is; else it is 'unknown'. Studies
-of trunks with cooldown branches are refused (a seed is hours of training there). The retrained runs
+Per seed: the retrained area against the committed one, within the arm's min-max or not, and equal bit for
+bit or not: equal on the same code, CPU model, torch and thread count (the committed record's provenance says
+where it trained), drifting on another CPU. Studies of trunks (hours a seed) are refused. The retrained runs
 go to out/reproduce/<study>/<arm>/seed<k> and are kept: a rerun continues or reuses them.
 """
 
@@ -23,14 +19,15 @@ from base import rundir
 from study import files
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of
-from study.runs import command, state, trainer_env
+from study.runs import command, state, stop_trainers, trainer_env
 
 OUT = os.path.join('out', 'reproduce')
 THREADS = 1                       # torch threads per run: the studies' (--workers=2 on 2 cores)
 
 
-def reproduce(runs, study_cfg, arm, k, mults):
-    """Retrain the first k committed seeds of `arm` (runs: the study's plan) and print how each compares."""
+def reproduce(runs, study_cfg, arm, k, mults, rerun):
+    """Retrain the first k committed seeds of `arm` (runs: the study's plan) and print how each compares.
+    rerun: the command that continues it, said in the one line a Ctrl-C ends it with."""
     import torch
     if any(r.point is not None for r in runs):
         raise SystemExit("config error: --reproduce: this study trains trunks with cooldown branches (hours a seed): "
@@ -54,8 +51,11 @@ def reproduce(runs, study_cfg, arm, k, mults):
     print(f"{study} arm {arm}: committed area ({task}) over {len(areas)} seeds {lo:.3f}..{hi:.3f}; retraining seed(s) "
           f"{', '.join(map(str, picked))} here ({THREADS} thread(s) each)")
     here = machine_of({'train': [rundir.provenance()]})
-    rows = []
+    rows, now = [], []
+    rundir.exit_on_signals(lambda: f"retraining {arm} seed {now[-1]} stopped at its last checkpoint; rerun {rerun} "
+                                   f"to continue it" if now else None)
     for run in [r for r in runs if r.arm == arm and r.seed in picked]:
+        now.append(run.seed)
         run.dir = os.path.join(OUT, study, run.arm, f'seed{run.seed}')
         run.argv = [a for a in run.argv if not a.startswith(('--out_dir=', '--init_from='))] + [f'--out_dir={run.dir}']
         run.cfg = dict(run.cfg, out_dir=run.dir)
@@ -66,14 +66,20 @@ def reproduce(runs, study_cfg, arm, k, mults):
             os.makedirs(run.dir, exist_ok=True)
             print(f"[seed {run.seed}] training -> {run.dir}/{files.TRAIN_LOG}")
             with open(os.path.join(run.dir, files.TRAIN_LOG), 'a') as log:
-                done = subprocess.run(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
-                                      env=trainer_env(THREADS))
-            if done.returncode or state(run) != 'done':
+                child = subprocess.Popen(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
+                                         env=trainer_env(THREADS))
+                try:
+                    code = child.wait()
+                except BaseException:         # a Ctrl-C to this process alone: the trainer stops at a checkpoint too
+                    stop_trainers([child])
+                    raise
+            if code or state(run) != 'done':
                 raise SystemExit(f"[seed {run.seed}] training failed: see {run.dir}/{files.TRAIN_LOG}; rerun this "
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
         evaluate([run], mults, study_cfg['eval_samples'])
+        rundir.stop_if_asked()              # (an exit torch swallowed inside the eval)
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])
         theirs = committed[run.seed]

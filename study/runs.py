@@ -1,8 +1,6 @@
 """
-One run of a study's grid: the train.py command that trains it, the state its run dir is in, what
-the grid's runs need before they start, and how a trainer (or a finished run's eval) is started and
-stopped (ablate.py's local grid and study/launch.py's jobs alike). A run is a Run made by
-ablate.plan; the grid, the eval and the summary fill in the rest.
+One run of a study's grid (a Run, made by ablate.plan): its train.py command, the state of its run dir, what
+the grid's runs need before they start, and how a trainer or an eval is started and stopped.
 """
 
 import configurator  # noqa: F401  (first: a script's Ctrl-C at start-up is one line, configurator.startup)
@@ -79,10 +77,8 @@ class Run:
 
 
 def state(run):
-    """'done', 'partial' (a checkpoint of a run not finished) or 'new'; exits if the run dir holds a
-    run with other settings (it would be mixed into this study's results), unless the run is not
-    selected: then it is 'other', summarized as not finished. A run done has its log's records read
-    into run.records (the fit and the step curves read them there)."""
+    """'done' (its log's records read into run.records), 'partial' (a checkpoint not finished) or 'new'; a run
+    dir of other settings exits (it would be mixed into the results), or is 'other' for a run not selected."""
     path = os.path.join(run.dir, rundir.CKPT)
     if not os.path.exists(path):
         return 'new'
@@ -159,9 +155,8 @@ def fit_by_then(run):
 
 
 def command(run, resume, trunk_fit=None):
-    """The run's train.py command. A cooldown branch resumes the snapshot its trunk wrote; asked for
-    its fresh start (resume=False: no snapshot in its dir), it rebuilds that snapshot first (rebuild;
-    trunk_fit: the step its trunk fit at, as it finished or as its record says)."""
+    """The run's train.py command; a cooldown branch's fresh start (no snapshot in its dir) rebuilds the snapshot
+    first (trunk_fit: the step its trunk fit at)."""
     if run.trunk is not None and not resume:
         return rebuild_command(run, trunk_fit)
     return [sys.executable, 'train.py', *run.argv, *(['--init_from=resume'] if resume or run.trunk is not None else [])]
@@ -173,9 +168,8 @@ def fit_of(trunk):
 
 
 def ready(run, trunks=None):
-    """Can the run start? A cooldown branch once its trunk has written its first checkpoint, the snapshot,
-    or, where that snapshot is missing (deleted, set aside), once its trunk finished with a fit (at fixed
-    steps, fit or not): the branch then rebuilds the snapshot (trunks: {run dir: trunk Run})."""
+    """Can the run start? A cooldown branch once its trunk has written the snapshot, or finished with a fit (at
+    fixed steps, fit or not): then it rebuilds a snapshot gone missing (trunks: {run dir: trunk Run})."""
     trunk = (trunks or {}).get(run.trunk)
     return (run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT)) or fit_of(trunk) is not None
             or run.fixed_steps and trunk is not None and trunk.state == 'done')
@@ -202,9 +196,8 @@ def no_snapshots(trunk):
 
 
 def strand(runs, never):
-    """A trunk that finished without fitting wrote no snapshot past its fit: its branches can never train, so
-    they leave the grid's runs (not pending, not "not finished") for `never`, summarized as never fit at
-    their points, as the trunk is. (A trunk at fixed steps writes them fit or not.) -> (runs, never)"""
+    """The branches of a trunk that finished without fitting never train: moved from runs to `never`,
+    summarized as never fit at their points. -> (runs, never)"""
     stranded = {r.dir for r in runs if r.point == 'trunk' and r.state == 'done' and no_snapshots(r)}
     return ([r for r in runs if r.trunk not in stranded],
             never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
@@ -366,9 +359,8 @@ def rebuild_command(branch, trunk_fit=None):
 
 
 def rebuild_snapshot(spec, run):
-    """The snapshot of a branch (spec: rebuild_command's) made again where it is missing, by the trunk's
-    own settings stopped at fit + k, into <branch>/rebuild (resumed where a rebuild was cut short), then
-    moved into the branch's dir. run(cmd) runs a command and returns its exit code. -> 0, or that code."""
+    """A branch's missing snapshot made again by its trunk's settings stopped at fit + k, into <branch>/rebuild
+    (resumed where cut short), then moved in (spec: rebuild_command's; run(cmd) -> exit code). -> 0 or a code"""
     snapshot = os.path.join(spec['dir'], rundir.CKPT)
     if os.path.exists(snapshot):
         return 0
@@ -390,9 +382,8 @@ def rebuild_snapshot(spec, run):
 
 
 def rebuild_and_train(spec):
-    """python -m study.runs SPEC: rebuild_snapshot, then the branch's trainer. Holds the branch dir's lock
-    that ablate.py (or a job) hands it and hands it on to the trainer; ends with its parent, and stops its
-    child on SIGTERM or SIGINT."""
+    """python -m study.runs SPEC: rebuild_snapshot, then the branch's trainer, to which it hands the run dir's
+    lock ablate.py handed it; it ends with its parent, and stops its child on SIGTERM or SIGINT."""
     rundir.die_with_parent()
     lock_fd = os.environ.pop('RUNDIR_LOCK_FD', None)
     env = dict(os.environ, RUNDIR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED='1')

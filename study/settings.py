@@ -1,12 +1,8 @@
 """
-A study's settings, checked in one place before anything runs or is written: check() takes a study
-config as ablate.py read it and refuses, each time in one line that names the key and the fix, what
-cannot make the grid it describes: ablate.py's own keys (the arms, seeds, launcher and the
-pre-registered rule), every run's train.py settings as train.py checks them, and how the two fit
-together (a 1x in every quick eval, the early and late snapshots in every trunk, one kind of point in
-a study). What it returns is each run's exact settings, which ablate.plan makes the grid's runs.
-
-split_argv reads ablate.py's command line: its own keys, train.py overrides for every run, --arms.
+A study's settings, checked in one place before anything runs: check() refuses in one line naming the key and
+the fix what cannot make the grid a study config describes (ablate.py's keys, every run's train.py settings as
+train.py checks them, and how the two fit) and returns each run's exact settings and the study's lists,
+parsed once. split_argv reads ablate.py's command line.
 """
 
 import os
@@ -14,9 +10,9 @@ import re
 from typing import NamedTuple
 
 import eval_lengths
+import sample_data
 from configurator import configure, items, unknown_key
 from train import check_config
-from study.outcomes import parse_term
 from study.stats import CHANGE, early_late
 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
@@ -34,6 +30,15 @@ class Planned(NamedTuple):
     fixed: bool       # whether they are steps of its training (snapshots_at_iter), not steps past its fit
 
 
+class Lists(NamedTuple):
+    """A study's settings that are lists, as check() parsed them, once: what it hands them to never parses them."""
+    seeds: list       # the training seeds
+    multiples: list   # the final eval's lengths, in multiples of each run's block_size
+    variants: tuple   # the length-scaling variants the final eval is also taken under
+    slurm_extra: dict  # other sbatch options, {key: value}
+    comparisons: dict  # the study's own comparisons: {family: [(a, b, a's terms, b's terms)]}, each parse_term's
+
+
 def fail(msg):
     raise SystemExit(f"config error: {msg}")
 
@@ -41,9 +46,9 @@ def fail(msg):
 def check(cfg, passed, selected, train_settings):
     """Every setting of a study, checked before anything runs, top to bottom as the refusals come. cfg: its
     config read with ablate.py's keys; passed: train.py overrides from the command line for every run;
-    selected: the --arms selection or None; train_settings: train.py's keys and defaults. -> [Planned],
-    arm-major: each run's exact settings."""
-    check_launcher(cfg)
+    selected: the --arms selection or None; train_settings: train.py's keys and defaults. -> ([Planned],
+    arm-major: each run's exact settings; Lists)"""
+    extra = check_launcher(cfg)
 
     # the grid: its arms, seeds and folders
     if not cfg['arms']:
@@ -54,10 +59,16 @@ def check(cfg, passed, selected, train_settings):
         for a in selected:
             if a not in cfg['arms']:
                 fail(f"unknown arm '{a}' in --arms; arms of this study: {', '.join(cfg['arms'])}")
-    try:
-        seed_items = items('seeds', cfg['seeds'])
+    try:        # the settings that are lists: each parsed here, once (Lists hands them on)
+        seed_items, variants = items('seeds', cfg['seeds']), items('eval_variants', cfg['eval_variants'])
+        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
     except ValueError as e:
         fail(str(e))
+    for v in variants:
+        try:
+            eval_lengths.parse_variant(v)
+        except ValueError as e:
+            fail(f"eval_variants={cfg['eval_variants']!r}: {e}")
     try:
         seeds = [int(s) for s in seed_items]
     except ValueError:
@@ -81,10 +92,6 @@ def check(cfg, passed, selected, train_settings):
             fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
 
     # the pre-registered rule: the final eval, the thresholds, the families and comparisons it tests
-    try:
-        mults = eval_lengths.parse_multiples('multiples', cfg['multiples'])
-    except ValueError as e:
-        fail(str(e))
     if cfg['control'] and cfg['control'] not in cfg['arms']:
         fail(f"control={cfg['control']!r} is not an arm of this study ({', '.join(cfg['arms'])}); name one, "
              f"or '' for no tests")
@@ -123,18 +130,9 @@ def check(cfg, passed, selected, train_settings):
              f"or the arms")
     if len(set(in_family)) < len(in_family):
         fail(f"families={cfg['families']!r}: an arm is in two families; Holm adjusts each arm's p once")
-    try:
-        variants = items('eval_variants', cfg['eval_variants'])
-    except ValueError as e:
-        fail(str(e))
-    for v in variants:
-        try:
-            eval_lengths.parse_variant(v)
-        except ValueError as e:
-            fail(f"eval_variants={cfg['eval_variants']!r}: {e}")
     if len(set(variants)) < len(variants):
         fail(f"eval_variants={cfg['eval_variants']!r} names a variant twice")
-    comparisons = cfg['comparisons']
+    comparisons, parsed = cfg['comparisons'], {}
     try:
         if not isinstance(comparisons, dict):
             raise ValueError("comparisons must map a family's name to a list of [a, b] pairs")
@@ -144,8 +142,8 @@ def check(cfg, passed, selected, train_settings):
             for pair in pairs:
                 if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
                     raise ValueError(f"comparisons[{family!r}]: {pair!r} is not a pair [a, b] (a - b is tested)")
-                for side in pair:
-                    parse_term(side, cfg['arms'], variants)
+                parsed.setdefault(family, []).append((*pair, *(parse_term(side, cfg['arms'], variants)
+                                                               for side in pair)))
     except ValueError as e:
         fail(f"comparisons: {e}")
     if cfg['extrap_multiple'] not in mults:
@@ -169,6 +167,17 @@ def check(cfg, passed, selected, train_settings):
                 kinds[arm] = run.fixed
             runs.append(run)
 
+    # one corpus a data_dir: arms that differ in one (its tasks, distractors, ...) each need their own
+    corpora = {}
+    for run in runs:
+        corpus = sample_data.corpus_settings(run.cfg)
+        arm, theirs = corpora.setdefault(os.path.normpath(run.cfg['data_dir']), (run.arm, corpus))
+        differ = [k for k in corpus if corpus[k] != theirs.get(k)] + [k for k in theirs if k not in corpus]
+        if differ:
+            fail(f"arms '{arm}' and '{run.arm}' share data_dir={run.cfg['data_dir']!r} but differ in its corpus ("
+                 + ', '.join(f"{k}={theirs.get(k)!r} there, {k}={corpus.get(k)!r} here" for k in differ[:3])
+                 + "): give each its own data_dir in its overrides")
+
     # one kind of point in a study
     if len(set(kinds.values())) > 1:
         fail("arms " + ', '.join(a for a, f in kinds.items() if f) + " keep snapshots at fixed steps "
@@ -177,11 +186,12 @@ def check(cfg, passed, selected, train_settings):
     if changes and not kinds:
         fail(f"families={cfg['families']!r} names a change ({changes[0][1]!r}), from early_snapshot to late_snapshot: "
              f"only a study of snapshots (snapshots_after_fit or snapshots_at_iter) has one")
-    return runs
+    return runs, Lists(seeds, mults, tuple(variants), extra, parsed)
 
 
 def check_launcher(cfg):
-    """The launcher's settings, first: submitit, which the cluster launchers need, is optional."""
+    """The launcher's settings, first: submitit, which the cluster launchers need, is optional. -> slurm_extra,
+    {key: value}"""
     launcher = cfg['launcher']
     if launcher not in LAUNCHERS:
         fail(f"unknown launcher {launcher!r}: local (train here, the default), slurm (a Slurm job per run, via "
@@ -190,7 +200,7 @@ def check_launcher(cfg):
         fail(f"eval_on={cfg['eval_on']!r}: eval jobs go through the runs' launcher, so eval_on is 'local' (the "
              f"default) or the launcher's name (--launcher={launcher})")
     if launcher == 'local':
-        return
+        return {}
     if launcher == 'slurm' and not cfg['slurm_partition']:
         fail("--launcher=slurm needs --slurm_partition=NAME (`sinfo -s` lists the partitions)")
     for key, least in (('slurm_gpus_per_run', -1), ('slurm_cpus_per_run', 1), ('slurm_time_min', 1),
@@ -209,6 +219,7 @@ def check_launcher(cfg):
     except ImportError:
         raise SystemExit(f"--launcher={launcher} needs the submitit package, which is not installed: "
                          f"pip install submitit") from None
+    return dict(kv.split('=', 1) for kv in extra)
 
 
 def run_settings(cfg, arm, seed, passed, train_settings, variants):
@@ -262,6 +273,22 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
             fail(f"arm '{arm}': early_snapshot={early} must come before late_snapshot={late}, and that one "
                  f"be the trunk's stop, {stop}={run_cfg[stop]}")
     return Planned(arm, seed, run_dir, argv, run_cfg, eval_tasks, snapshots, fixed)
+
+
+def parse_term(term, arms, variants):
+    """A side of a comparison: 'vpad', 'vpad@yarn', or a difference of such, 'vpad@yarn - none@yarn'.
+    -> [(sign, arm, variant)], variant '' plain. A ValueError names what is wrong."""
+    if not isinstance(term, str) or not term.strip():
+        raise ValueError(f"{term!r} is not a side of a comparison: give 'arm', 'arm@variant' or 'x - y' of those")
+    parts = []
+    for i, part in enumerate(term.split(' - ')):
+        arm, _, variant = part.strip().partition('@')
+        if arm not in arms:
+            raise ValueError(f"{term!r}: {arm!r} is not an arm of this study ({', '.join(arms)})")
+        if variant and variant not in variants:
+            raise ValueError(f"{term!r}: {variant!r} is not one of eval_variants ({', '.join(variants) or 'none'})")
+        parts.append((-1 if i else 1, arm, variant))
+    return parts
 
 
 def flags(overrides, seed):

@@ -1,24 +1,21 @@
 """
-A grid's summary: where it is written (summary_dir), the pre-registered rule it is written under and
-a declared change of it (rule_of, rule_change, labels), the summary of the runs as they stand
-(summarize_grid: study/outcomes.py's summarize, with the rule) and its files (write: results.json,
-results.md and the plots).
+A grid's summary: where it is written, the pre-registered rule it is written under and a declared change of
+it, the summary of the runs as they stand, and its files (results.json, results.md, the plots).
 """
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 
-import eval_lengths
-from configurator import items
 from base import rundir
 from study import files
 from study.evals import evaluated as is_evaluated, recall
-from study.outcomes import find_fit, summarize
+from study.outcomes import find_fit, labels, summarize
 from study.plots import plot, step_curves
 from study.runs import SCHEDULING, state, strand
-from study.stats import at_point, fixed_steps
-from study.tables import format_markdown
+from study.report import format_markdown
 
 
 def grid_of(argv):
@@ -27,10 +24,8 @@ def grid_of(argv):
 
 
 def summary_dir(cfg, argv):
-    """Where results.* go. A study config's results_dir holds the committed summary of that config's
-    own grid: a grid with any override of what it is (--arms, seeds, a train.py setting, grid_dir,
-    another config file) sends its summary to grid_dir instead. A summary that another grid wrote is
-    never replaced: refused here, before any run starts."""
+    """Where results.* go: results_dir for a study config's own grid, grid_dir for one with any override of what
+    it is. A summary another grid wrote is never replaced: refused before any run starts."""
     grid, out = grid_of(argv), cfg['results_dir'] or cfg['grid_dir']
     if cfg['results_dir'] and len(grid) > 1 and not any(a.startswith('--results_dir=') for a in argv):
         print(f"this grid is not {grid[0]}'s own ({shlex.join(grid[1:])}): its summary goes to {cfg['grid_dir']}, "
@@ -64,6 +59,7 @@ RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'ext
              'fit_plus_window')
 # rule keys added after studies were summarized, with the value that means what those studies did
 RULE_ADDED = {'fit_plus_reading': 0, 'fit_plus_window': 0}
+RECORDED = ('fixed', 'config_commit')     # how a summary recorded its rule: a rerun writes these anew
 
 
 def rule_of(cfg):
@@ -71,10 +67,9 @@ def rule_of(cfg):
 
 
 def rule_change(cfg, argv, out):
-    """The rule this grid's summary in `out` was written under, against this config's: -> None (no
-    summary, none recorded, or the same rule), the change recorded there before (still declared), or this
-    change, declared with rule_changed: {'why', 'keys': {key: [before, now]}, 'before': the old rule}.
-    An undeclared change is refused in one line naming the keys, before anything runs."""
+    """This config's rule against the one its summary in `out` was written under: None (the same, or none), the
+    change recorded there (still declared), or this one, declared with rule_changed: {'why', 'keys': {key:
+    [before, now]}, 'before'}. An undeclared change is refused in one line naming the keys."""
     path = os.path.join(out, files.RESULTS)
     try:
         with open(path) as f:
@@ -97,29 +92,15 @@ def rule_change(cfg, argv, out):
     return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
 
 
-def labels(results):
-    """{test: label} of a summary's primary tests: each arm against its control, each change against the
-    control's, each of the study's comparisons."""
-    out = {f"{n} vs {v['control']}": v['area']['left_out'].get('label') for n, a in results['arms'].items()
-           for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
-    out |= {f"{a}'s change vs the control's": t.get('label')
-            for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
-    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
-            for t in results.get('comparisons', []) if t['left_out']}
-    return out
-
-
-def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
-    """The grid's summary from the run dirs and records as they stand now (another ablate.py on this
-    study may have finished runs meanwhile: their states, evals and records are read again).
-    -> (runs, never, results)"""
+def summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change):
+    """The grid's summary from its run dirs and records as they stand now (another ablate.py may have finished
+    runs meanwhile). -> (runs, never, results)"""
     for run in runs:
         if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
             run.state = state(run)
-    variants = tuple(items('eval_variants', cfg['eval_variants']))     # (checked: study.settings)
+    variants = lists.variants
     if records:
-        recall(runs, records, cfg['grid_dir'], eval_lengths.parse_multiples('multiples', cfg['multiples']),
-               cfg['eval_samples'], variants)
+        recall(runs, records, cfg['grid_dir'], lists.multiples, cfg['eval_samples'], variants)
     runs, never = strand(runs, never)
     evaluated(runs)               # cached evals are read (computed here where this grid computes them)
     for run in runs:
@@ -128,14 +109,14 @@ def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
     find_fit(runs)
     # --arms: not the others' plans
     summarized = [r for r in runs + never if r.selected or r.eval is not None]
-    results = summarize(summarized, cfg, argv)
+    results = summarize(summarized, cfg, lists, argv)
     config = argv[0] if argv and not argv[0].startswith('--') else None
     results['rule']['fixed'] = rule_of(cfg)
     commit = config and rundir.git('log', '-1', '--format=%H', '--', config)
     results['rule']['config_commit'] = (commit + (' (the config has changed since)' if rundir.git(
         'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
     if change:       # the labels the old rule gave, beside the new rule's
-        before = summarize(summarized, cfg | change['before'], argv)
+        before = summarize(summarized, cfg | change['before'], lists, argv)
         now = labels(results)
         results['rule_change'] = dict(change, labels={k: [v, now.get(k)] for k, v in labels(before).items()})
     return runs, never, results
@@ -143,11 +124,47 @@ def summarize_grid(runs, never, cfg, argv, records, evaluated, change):
 
 def write(out, results, runs, then):
     """results.json, results.md (its tables, printed too) and the plots into `out`; a disk error is one line
-    ending in `then`."""
+    ending in `then`. A Ctrl-C meanwhile ends ablate.py once they are written (held_signals). A summary there
+    whose every number is these (a rerun with nothing new: only where it was summarized differs) is kept as it is.
+    -> whether it wrote them"""
+    def numbers(r):     # what a summary says, less where, at which commit and how its rule was kept, to 10 digits
+        r = json.loads(json.dumps(r), parse_float=lambda x: float(f"{float(x):.10g}"))   # (a float's last bits: a
+        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}  # library's)
+    try:
+        with open(os.path.join(out, files.RESULTS)) as f:
+            if numbers(json.load(f)) == numbers(results):
+                return False
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
     table = format_markdown(results)
-    with rundir.writing(out, 'the summary', then):
+    with rundir.writing(out, 'the summary', then), held_signals():
         os.makedirs(out, exist_ok=True)
         rundir.write_atomic(os.path.join(out, files.RESULTS), json.dumps(results, indent=1).encode())
         rundir.write_atomic(os.path.join(out, files.RESULTS_MD), table.encode())
         print('\n' + table)
         plot(results, step_curves(runs), out)
+    return True
+
+
+@contextlib.contextmanager
+def held_signals():
+    """SIGINT and SIGTERM taken as the installed handler takes them (rundir.exit_on_signals: its line, once), the
+    exit it raises held until the block ends: matplotlib swallows an exit raised inside its callbacks ('Exception
+    ignored in ...'), and the summary went on to exit 0. A second signal still ends the process at once."""
+    held, saved = [], {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def hold(signum, frame):
+        try:
+            saved[signum](signum, frame)
+        except (SystemExit, KeyboardInterrupt) as e:
+            held.append(e)
+    for s, handler in saved.items():
+        if callable(handler):
+            signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    if held:
+        raise held[0]

@@ -54,10 +54,9 @@ ENTRY_POINTS = [
     (['-m', 'tools.mismatch'], 'torch'),
     (['-m', 'study.evals', '{{}}'], 'torch'),             # ablate.py's child for a run's final eval
     (['-m', 'study.runs', '{{}}'], 'base.rundir'),             # ablate.py's child that rebuilds a snapshot
-    (['-m', 'study.tables', '{w}/results.json'], 'torch'),
+    (['-m', 'study.report', '{w}/results.json'], 'torch'),
     (['-m', 'study.plots', '{w}/results.json'], 'torch'),
-    (['-m', 'study.verdicts', '--check'], 'base.rundir'),
-    (['-m', 'study.scales', '--check'], 'base.rundir'),
+    (['-m', 'study.report', '--check'], 'base.rundir'),
 ]
 
 

@@ -3,9 +3,9 @@
 # (pytest -m slurm): munge, slurmctld, slurmd and, unless --no-accounting, MariaDB + slurmdbd so that
 # sacct answers. Needs root and Debian's packages (installed when missing); no systemd.
 #
-#   bash study/slurm_start.sh                  # the partition is 'debug'; sinfo, squeue, sacct work
-#   bash study/slurm_start.sh --no-accounting  # as small clusters often run: sacct fails
-#   bash study/slurm_stop.sh                   # stops what this script started, by pid
+#   bash .ci/slurm_start.sh                  # the partition is 'debug'; sinfo, squeue, sacct work
+#   bash .ci/slurm_start.sh --no-accounting  # as small clusters often run: sacct fails
+#   bash .ci/slurm_stop.sh                   # stops what this script started, by pid
 #
 # Idempotent: a second run installs nothing, starts only what is not running, and rewrites a config
 # (restarting the daemons that read it) only when it changes, e.g. from accounting on to off. The

@@ -1,10 +1,10 @@
 #!/bin/bash
-# Stop the daemons study/slurm_start.sh started, each by the pid it noted (and only if that pid still
+# Stop the daemons .ci/slurm_start.sh started, each by the pid it noted (and only if that pid still
 # runs the daemon it named): a cluster someone else started is left alone. Jobs still queued or
 # running are cancelled first.
 set -uo pipefail
 STATE=/run/lengthgen-slurm/started
-[ -s "$STATE" ] || { echo "slurm_stop: nothing to stop (study/slurm_start.sh started no daemon)"; exit 0; }
+[ -s "$STATE" ] || { echo "slurm_stop: nothing to stop (.ci/slurm_start.sh started no daemon)"; exit 0; }
 if grep -q '^slurmctld ' "$STATE"; then
   jobs=$(squeue -h -o %i 2>/dev/null)
   [ -n "$jobs" ] && scancel $jobs && echo "cancelled jobs: $(echo $jobs)"

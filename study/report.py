@@ -1,0 +1,928 @@
+"""
+A study's results as text, every figure written from a results.json so that none can drift from its results:
+results.md beside each, and the README tables of the committed results: results/README.md's verdict table (one
+row per test a study fixed before its runs) with the headline figure, the two scales in results/study_scale*/.
+
+    python -m study.report                 # the README tables and results/headline.png, from results/*/results.json
+    python -m study.report --check         # exit 1 where a results.json's numbers, its results.md or a README table
+                                           # differ from what the per-seed results give
+    python -m study.report results/<study>/results.json ...    # rewrite its labels and results.md from its numbers
+"""
+
+import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
+
+from collections import Counter
+import copy
+import json
+import os
+import sys
+
+from base import rundir
+from study import files
+from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
+from study.outcomes import rederive
+from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, flips_text, fmt_interval,
+                         fmt_p, named_changes, point_text, range_text, second_analysis, verdict, within)
+
+
+# -----------------------------------------------------------------------------
+# results.md
+
+def second_name(fixed):
+    return 'fit runs only' if fixed else 'never fit as 0'
+
+
+def fmt_ci(x, ci):
+    """A mean with its unsigned interval, as the arm tables print it: '0.41 [0.37, 0.45]'."""
+    return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
+
+def row(*cells):
+    return '| ' + ' | '.join(map(str, cells)) + ' |'
+
+
+def head(*cells):
+    """A table's header line and its rule line."""
+    return [row(*cells), '|' + ' --- |' * len(cells)]
+
+
+def outcomes_table(results):
+    """The Outcomes table: one row per arm, its outcome counts and its tests against the control."""
+    rule, c = results['rule'], results['rule']['control']
+    m, fixed = rule['extrap_multiple'], fixed_steps(results)
+    lines = head('arm', 'runs', 'fit by then' if fixed else 'fit', 'steps to fit (median, range)',
+                 'extrapolate (k/n, share [95% CI])', f"{m}x accuracy of {'every run' if fixed else 'fit runs'} "
+                 f"(mean [95% CI])", 'Fisher p (Holm)', 'permutation p', 'paired p', f"seeds for {rule['power']:.0%} power")
+    for name, arm in results['arms'].items():
+        st, ex, acc = arm['steps_to_fit'], arm['extrapolates'], arm['accuracy_at_extrap']
+        steps = '-' if st['median'] is None else f"{st['median']:g} ({st['min']}..{st['max']})"
+        share = '-' if not ex['of'] else f"{ex['count']}/{ex['of']}, {fmt_ci(ex['share'], ex['ci95'])}"
+        tests = ['control'] + ['-'] * 3 if name == c else ['-'] * 4
+        v = arm.get('vs_control')
+        if v and v['fisher']:
+            tests[0] = f"{fmt_p(v['fisher']['p'])} ({fmt_p(v['fisher']['p_holm'])})"
+            n = v['power']['seeds_per_arm']
+            tests[3] = 'none: equal rates' if n is None else str(n)
+        if v and v['permutation']:
+            tests[1] = fmt_p(v['permutation']['p']) + (
+                ' (MC)' if v['permutation']['method'].startswith('Monte') else '')
+        if v and v['paired']:
+            both = v['paired']['seeds']
+            mc = ', MC' if v['paired']['method'].startswith('Monte') else ''
+            tests[2] = f"{fmt_p(v['paired']['p'])} ({len(both)} seeds{mc})" if both else 'no seed fit in both'
+        lines.append(row(name, arm['runs'], arm['fit'], steps, share, fmt_ci(acc['mean'], acc['ci95']), *tests))
+    over = 'every run measured (at fixed steps: fit by then or not)' if fixed else 'fit runs'
+    lines += ['', f"Steps to fit: the iteration of the run's first quick eval that met the fit rule. Extrapolate: "
+              f"{over} that met the extrapolation rule, 95% Wilson interval; the accuracy interval is Student t "
+              f"over {over}. Fisher p: two-sided exact test of extrapolates / fit but not against "
+              f"{c or 'the control'}, raw (Holm-adjusted over the arms tested). Permutation p: two-sided, "
+              f"difference of the mean {m}x accuracy over {'them' if fixed else 'fit runs'}, exact over all splits (MC: 20,000 random "
+              f"splits, seed 0). Paired p: sign-flip test over the seeds fit in both arms (exact up to 16 seeds), "
+              f"only where both continue the same runs ('-': not paired). Seeds for power: fit runs per arm the "
+              f"observed shares would need for {rule['power']:.0%} power (two-sided Fisher at alpha "
+              f"{rule['alpha']}, exact; searched up to 200).", '']
+    return lines
+
+
+def area_table(results):
+    """The continuous outcomes: per arm its area and range, and its area against the control paired by seed
+    (the primary test, Holm over the arms), with never-fit runs left out and counted as 0."""
+    rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
+    shift, fixed = rule.get('delta', DELTA), fixed_steps(results)     # (summaries from before delta was a key)
+    controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
+    second = second_analysis(fixed)
+    lines = head('arm', 'runs (not fit by then)' if fixed else 'fit runs', 'area (mean [95% CI], sd)',
+                 *['fit runs only: area (mean [95% CI])'] * fixed, f"median range (>= {rule['range_threshold']:g})",
+                 'area - its control, paired (mean [95% CI])', 'paired p (Holm)', 'verdict',
+                 'leave one seed out: Holm p (verdict kept?)', f"seeds for {shift:g}",
+                 f"{second_name(fixed)}: paired {'difference, p (Holm)' if fixed else 'p (Holm)'}")
+    for name, arm in results['arms'].items():
+        a = arm['area']
+        sd = '' if a['sd'] is None else f", sd {a['sd']:.3f}"
+        cells = [f"{fmt_ci(a['mean'], a['ci95'])}{sd}"] + ([fmt_ci(a[second]['mean'], a[second]['ci95'])] if fixed
+                                                           else []) + [range_text(arm['range'])]
+        v = (arm.get('vs_control') or {}).get('area') or {}
+        t, t0 = v.get('left_out'), v.get(second)
+        if t:
+            ci = '' if t['ci95'] is None else f" {fmt_interval(t['ci95'])}"
+            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
+                      f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), robustness(t),
+                      str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift, fixed)]
+        else:
+            cells += ['control' if name in controls else '-'] + ['-'] * 5
+        lines.append(row(name, f"{arm['runs']} ({len(arm['not_fit_by_then'])})" if fixed else arm['fit'], *cells))
+    lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
+              f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
+              f"{rule['range_threshold']:g} there and at every shorter one. Each point is {n} held-out examples, "
+              f"so its eval standard error is at most {0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most "
+              f"{0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. Paired: per-seed differences from "
+              f"{c or 'the control'} (a seed fixes the initial weights and the batches in every arm), sign-flip "
+              f"test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
+              f"{rule['label']}"
+              f"; seeds for {shift:g}: paired seeds that 80% power at alpha 0.05 would need to detect an area "
+              f"shift of {shift:g} at this spread (normal approximation; at least 6, the fewest at which the "
+              f"sign-flip test can reach 0.05). "
+              + ("At fixed steps every run is measured at its point, fit or not: a run not fit by then (its fit came "
+                 "later, or never) counts with its measured area in the primary; fit runs only: the same test over "
+                 "the runs fit by then alone." if fixed else
+                 "Never fit as 0: the same test with never-fit runs counted as failures (area 0)."), '']
+    return lines
+
+
+def robustness(t):
+    """A test's leave-one-seed-out cell: the range of its Holm p, and 'kept' or the seeds that change it."""
+    r = t.get('leave_one_out')
+    return '-' if not r else f"{fmt_p(r['p_holm'][0])}-{fmt_p(r['p_holm'][1])}, " + (
+        'kept' if r['survives'] else flips_text(t)[2:])
+
+
+def never_fit_text(t, t0, delta, fixed=False):
+    """The analysis beside the primary (never fit as 0; at fixed steps fit runs only, with its difference and
+    seeds): its p (Holm), and its verdict where it decides otherwise."""
+    if not t0:
+        return '-'
+    out = (f"{t0['difference']:+.3f} ({len(t0['seeds'])} seeds), " if fixed else '') + \
+        f"{fmt_p(t0['p'])} ({fmt_p(t0.get('p_holm', t0['p']))})"
+    if t and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
+        out += f": {verdict(t0, delta)}, unlike the " + ("primary's verdict" if fixed else "verdict left out")
+    return out
+
+
+def control_of(results, name):
+    """The arm a tested arm was compared with: its own point's control in a study of snapshots."""
+    return results['arms'][name].get('vs_control', {}).get('control', results['rule']['control'])
+
+
+def what_tests_support(results):
+    """One paragraph: the pre-registered rule, then only what the tests' numbers support."""
+    rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
+    m, delta, fixed = rule['extrap_multiple'], rule.get('delta', DELTA), fixed_steps(results)
+    out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+    if fixed:
+        out.append(f"At fixed steps: {rule['fixed_steps']}.")
+        unfit = [f"{n} seed{'s' if len(a['not_fit_by_then']) > 1 else ''} {', '.join(map(str, a['not_fit_by_then']))}"
+                 for n, a in arms.items() if a['not_fit_by_then']]
+        if unfit:
+            out.append(f"{sum(len(a['not_fit_by_then']) for a in arms.values())} of "
+                       f"{sum(a['runs'] for a in arms.values())} runs at their points were not fit by then "
+                       f"({'; '.join(unfit)}).")
+    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
+             for n, a in arms.items() if a['never_fit']]
+    if never:
+        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
+                   f"finished runs never fit ({'; '.join(never)}).")
+    if not c:
+        return ' '.join(out + ['No control is set, so nothing is tested.'])
+    compared = {n: a['vs_control'] for n, a in arms.items() if a.get('vs_control')}
+    if not any(arms[control_of(results, n)]['extrapolates']['of'] for n in compared):
+        return ' '.join(out + [f"{c} has no fit run measured at {m}x yet, so nothing is tested."])
+    areas = {n: v['area']['left_out'] for n, v in compared.items() if v['area']['left_out']}
+    if areas:               # the primary outcome first (a deterioration study's is its rule: the area comes second)
+        head = (f"The area paired by seed (primary {at_point(results['long']['late'], fixed)}, cooled; the other "
+                f"points secondary)"
+                if 'long' in results else
+                'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
+                if 'deteriorates' in rule else 'Primary, the area paired by seed')
+        out.append(f"{head} ({rule['label']}): " + '; '.join(
+            f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
+            + (f" {fmt_interval(t['ci95'])}" if t['ci95'] else '')
+            + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
+            for n, t in areas.items()) + '.')
+        out.append("Secondary:")
+    tested = {n: v for n, v in compared.items() if v['fisher']}
+    untested = [n for n in arms if n not in tested and n not in {control_of(results, t) for t in compared}]
+    if untested:
+        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
+    if not tested:
+        return ' '.join(out)
+    sig = [n for n, v in tested.items()
+           if v['fisher']['p_holm'] <= alpha]   # reject at p <= alpha, as power_fisher counts
+    for n in sig:
+        e, f, k = arms[n]['extrapolates'], tested[n]['fisher'], arms[control_of(results, n)]['extrapolates']
+        out.append(f"{n} extrapolates {'more' if e['share'] > k['share'] else 'less'} often than "
+                   f"{control_of(results, n)} ({e['count']}/{e['of']} vs {k['count']}/{k['of']} "
+                   f"{'runs' if fixed else 'fit runs'}; "
+                   f"Fisher p = {fmt_p(f['p'])}, {fmt_p(f['p_holm'])} after Holm).")
+    rest = [n for n in tested if n not in sig]
+    if rest:
+        best = min(rest, key=lambda n: tested[n]['fisher']['p_holm'])
+        out.append(f"{'No other' if sig else 'No'} arm differs from its control in how often it extrapolates at alpha "
+                   f"{alpha} after Holm correction; the smallest adjusted p is "
+                   f"{fmt_p(tested[best]['fisher']['p_holm'])} ({best}, raw {fmt_p(tested[best]['fisher']['p'])}).")
+        floor = [n for n in rest if tested[n]['fisher']['smallest_possible_p'] > alpha]
+        if floor:
+            out.append(f"With these few fit runs no outcome could reach p <= {alpha} for "
+                       + ', '.join(f"{n} ({arms[n]['extrapolates']['of']} vs "
+                                   f"{arms[control_of(results, n)]['extrapolates']['of']}"
+                                   f": smallest possible p {fmt_p(tested[n]['fisher']['smallest_possible_p'])})"
+                                   for n in floor)
+                       + ": there the test could not have found a difference, whatever the effect.")
+    for test, what in (('permutation', f"mean {m}x accuracy of {'every run' if fixed else 'fit runs'}"),
+                       ('paired', f"paired {m}x accuracy (seeds fit in both)")):
+        ps = {n: v[test]['p'] for n, v in tested.items() if v[test] and v[test]['p'] is not None}
+        if not ps:
+            continue
+        low = [n for n, p in ps.items() if p <= alpha]
+        if low:
+            out.append(f"By the {what}: " + '; '.join(
+                f"{n} is {'above' if tested[n][test]['difference'] > 0 else 'below'} {control_of(results, n)} "
+                f"(difference {tested[n][test]['difference']:+.2f}, {test} p = {fmt_p(ps[n])})" for n in low)
+                + f", uncorrected for the {len(ps)} arm(s) tested.")
+        else:
+            best = min(ps, key=ps.get)
+            out.append(f"No arm differs from its control by {what} at alpha {alpha} ({test} test; the smallest p, "
+                       f"uncorrected, is {fmt_p(ps[best])}, {best}).")
+    return ' '.join(out)
+
+
+def diff_cells(t, delta, robust=True):
+    """A paired test's cells: mean [95% CI], seeds, p (Holm), verdict (robust: with the seeds that change it)."""
+    if not t:
+        return ['-'] * 4
+    ci = '' if t['ci95'] is None else f" {fmt_interval(t['ci95'])}"
+    holm = f" ({fmt_p(t['p_holm'])})" if t.get('p_holm') not in (None, t['p']) else ''
+    return [f"{t['difference']:+.3f}{ci}", str(len(t['seeds'])), fmt_p(t['p']) + holm,
+            verdict(t, delta) + (flips_text(t) if robust else '')]
+
+
+def long_training_tables(results):
+    """A study of trunks with cooled snapshots: each run's change from its early to its late cooled snapshot,
+    against 0 and against the control's; the cooldown's effect; the mismatch's growth."""
+    L, c, fixed = results['long'], results['rule']['control'], fixed_steps(results)
+    e, late, delta = point_text(L['early'], fixed), point_text(L['late'], fixed), L['delta']
+    at_e, at_late = at_point(L['early'], fixed), at_point(L['late'], fixed)
+    lines = ['**Long training**', '', f"Each arm {at_late} against {c} {at_late} is in the tables above (the rows "
+             f"'<arm> {late}'). Claim 1, deterioration: per run, its area cooled {at_late} minus its area cooled "
+             f"{at_e} (paired within the run, sign-flip test against 0), and each arm's change against {c}'s, paired "
+             f"by seed (Holm within each family{joined_text(results)}). Verdicts: {results['rule']['label']}.", '',
+             *change_table(L, c, e, late, delta)]
+    if L.get('fit_runs_only'):
+        lines += ['', f"Fit runs only: the same over the runs fit by step {L['early']} (so by step {L['late']} too; "
+                      f"a run not fit by then is left out of its arm's change and of its seed's pair):", '',
+                  *change_table(L['fit_runs_only'], c, e, late, delta)]
+    lines += ['', f"Secondary, the cooldown: the area cooled {at_late} minus the trunk's own final eval (at its stop, "
+              f"uncooled: at the peak learning rate), paired within the run. Is a difference between arms a "
+              f"high-learning-rate effect? Compare the rows '<arm> {late}' and '<arm> ... uncooled' above.", '',
+              *head('arm', 'cooled - uncooled (mean [95% CI])', 'seeds', 'p', 'verdict')]
+    lines += [row(arm, *diff_cells(t, delta)) for arm, t in L['cooldown'].items()]
+    if L.get('fit_plus'):
+        lines += fit_plus_table(L['fit_plus'], c, delta, list(L['change']))
+    if L['mismatch']:
+        lines += ['', f"Secondary, the train-vs-eval mismatch of the cooled models (the per-token shift at the site's "
+                  f"layers, floor subtracted; none for no dropout): its mean {at_e} and {late}, and its growth "
+                  f"per run.", '', *head('arm', f"token shift {e}", f"token shift {late}", 'growth (mean [95% CI])',
+                                         'seeds', 'p', 'verdict')]
+        for arm, m in L['mismatch'].items():     # a shift in eval sds, not area: no margin of area (delta 0)
+            lines.append(row(arm, *['-' if x is None else f"{x:.3f}" for x in m['token_shift'].values()],
+                             *diff_cells(m['growth'], 0.0)))
+        r = L['mismatch_vs_change']
+        lines += ['', f"Per run, the growth of the per-token shift against the change in area ({r['runs']} runs with "
+                  f"dropout; 95% intervals by Fisher's z): {correlation_text(r)}; within each arm (the arms' "
+                  f"different means left out): " + '; '.join(f"{a} {correlation_text(c)} ({c['runs']} runs)"
+                                                           for a, c in r['by_arm'].items()) + '.']
+    return lines + ['']
+
+
+def change_table(tests, c, e, late, delta):
+    """Each arm's change from e to late against 0 and against the control's (tests: 'change', 'change_vs_control')."""
+    lines = head('arm', f"change {e} -> {late} (mean [95% CI])", 'seeds', 'p', 'verdict',
+                 f"against {c}'s change (mean [95% CI])", 'seeds', 'p (Holm)', 'verdict', 'family')
+    for arm, t in tests['change'].items():
+        v = tests['change_vs_control'].get(arm)
+        lines.append(row(arm, *diff_cells(t, delta), *(diff_cells(v, delta) + [v['family'] or '-'] if v else
+                                                      ['control' if arm == c else '-'] + ['-'] * 4)))
+    return lines
+
+
+def fit_plus_table(F, c, delta, arms):
+    """Secondary, a study at fixed steps read as a fit-relative one (outcomes.fit_plus)."""
+    k, w = F['offset'], F['window']
+    lines = ['', f"Secondary, for comparison with a study read at fit + {k}: each run at its cooled point within "
+             f"+-{w} steps of its own fit + {k}, where it has one (its trunk's fit; a run fit late may have none, "
+             f"one never fit has none; every run read there is fit by then, so the fit runs only are the same "
+             f"runs), each arm against {c} paired by seed over the seeds where both have one (Holm within each "
+             f"family).", '', *head('arm', 'runs read (at which point)', 'area (mean)', f"against {c} (mean [95% CI])",
+                                    'seeds', 'p (Holm)', 'verdict')]
+    for arm in arms:
+        points, areas = F['points'].get(arm, {}), list(F['area'].get(arm, {}).values())
+        at = ', '.join(f"{n} at {p}" for p, n in sorted(Counter(points.values()).items()))
+        t = F['vs_control'].get(arm)
+        cells = diff_cells(t, delta) if t else ['control' if arm == c else '-'] + ['-'] * 3
+        lines.append(row(arm, f"{len(points)}{f' ({at})' if at else ''}",
+                         f"{sum(areas) / len(areas):.3f}" if areas else '-', *cells))
+    return lines
+
+
+def joined_text(results):
+    joined, late = named_changes(results['rule'].get('families')), results['long']['late']
+    return ''.join(f"; {a}'s change with the {f} family's tests {at_point(late, fixed_steps(results))}, as its "
+                   f"family names it" for a, f in joined.items())
+
+
+def correlation_text(c):
+    if c['r'] is None:
+        return 'too few runs'
+    return f"r = {c['r']:+.2f}" + (f" [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]" if c['ci95'] else '')
+
+
+def variant_tables(results):
+    """Each arm's area under each length-scaling variant beside plain, and against its control under the same."""
+    arms, delta, fixed = results['arms'], results['rule'].get('delta', DELTA), fixed_steps(results)
+    variants = results['eval']['variants']
+    lines = ['**Under length-scaling variants**', '', "The same cooled models evaluated plain and with RoPE rescaled "
+             "at inference for each eval length L, s = L / T (the plain eval at 1x; `python eval_lengths.py "
+             "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over "
+             + ("every run measured" if fixed else "fit runs") + ").", '', *head('arm', 'plain', *variants)]
+    for name, arm in arms.items():
+        if not arm.get('variants'):
+            continue
+        cells = [fmt_ci(arm['area']['mean'], arm['area']['ci95'])] + [
+            fmt_ci(arm['variants'][v]['area']['mean'], arm['variants'][v]['area']['ci95']) if v in arm['variants']
+            else '-' for v in variants]
+        lines.append(row(name, *cells))
+    lines += ['', "Each arm against its control under the same variant, paired by seed (secondary; Holm within the "
+              "family at each point and variant):", '',
+              *head('arm', 'variant', 'area - control (mean [95% CI])', 'seeds', 'p (Holm)', 'verdict',
+                    f"{second_name(fixed)}: p (Holm)")]
+    lines += [row(name, v, *diff_cells(t['left_out'], delta), holm_text(t[second_analysis(fixed)]))
+              for name, arm in arms.items() for v, out in arm.get('variants', {}).items()
+              for t in [out.get('vs_control')] if t and t['left_out']]
+    return lines + ['']
+
+
+def holm_text(t):
+    return '-' if not t else f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})"
+
+
+def comparisons_table(results):
+    """The study's own comparisons, a - b paired by seed, in both analyses."""
+    delta, fixed = results['rule'].get('delta', DELTA), fixed_steps(results)
+    late = results.get('long', {}).get('late')
+    lines = ['**Comparisons**', '', "The study's own comparisons (`comparisons` in its config, fixed before the runs): "
+             "a - b per seed, each side an arm's area (`arm@variant`: under that variant) or a difference of two "
+             "(an interaction), sign-flip test, Holm within each family at each point"
+             + (f"; primary {at_point(late, fixed)}, the other points secondary" if late else '') + '.', '',
+             *head('point', 'family', 'a - b', 'mean [95% CI]', 'seeds', 'p (Holm)', 'verdict', 'leave one seed out',
+                   f"{second_name(fixed)}: mean, p (Holm), verdict")]
+    for t in results['comparisons']:
+        point = '-' if t['point'] is None else point_text(t['point'], fixed)
+        t0 = t[second_analysis(fixed)]
+        zero = '-' if not t0 else f"{t0['difference']:+.3f}, {holm_text(t0)}, {verdict(t0, delta)}"
+        if t0 and t['left_out'] and decision(verdict(t0, delta)) != decision(verdict(t['left_out'], delta)):
+            zero += ' (differs)'
+        lines.append(row(point, t['family'], f"{side(t['a'])} - {side(t['b'])}",
+                         *diff_cells(t['left_out'], delta, robust=False), robustness(t['left_out'] or {}), zero))
+    return lines + ['']
+
+
+def machines_text(results):
+    return ['**Machines**', '', 'Where each run trained (from its provenance; a run reproduces bit for bit on the '
+            'same code, CPU model, torch and thread count): ' + '; '.join(
+                f"{m}: " + ', '.join(f"{a} seeds {','.join(map(str, s))}" for a, s in by_arm.items())
+                for m, by_arm in results['machines'].items()) + '.', '']
+
+
+def format_markdown(results):
+    mults = results['eval']['multiples']
+    lines = [f"`{results['command']}`", '',
+             f"Accuracy per length multiple: mean ± standard deviation over seeds, "
+             f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
+    lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
+    lines += ['**What the tests support**', '', what_tests_support(results), '']
+    change = results.get('rule_change')
+    if change:
+        lines += ['**The rule changed after its results**', '', f"Why: {change['why']}. Changed: " + '; '.join(
+            f"{k} {a!r} -> {b!r}" for k, (a, b) in change['keys'].items()) + '. Each primary verdict under the old '
+            'rule, then under this one:', '', *head('test', 'old rule', 'this rule')]
+        lines += [row(k, a, b) for k, (a, b) in change['labels'].items()] + ['']
+    if results.get('comparisons'):
+        lines += comparisons_table(results)
+    if 'long' in results:
+        lines += long_training_tables(results)
+    if results['eval'].get('variants'):
+        lines += variant_tables(results)
+    if 'deteriorates' in results['rule']:
+        lines += ['**Deterioration**', '', results['rule']['deteriorates'] + ': ' + '; '.join(
+            f"{n} {a['deterioration']['count']} of {a['deterioration']['of']}"
+            + (f" (Fisher p = {fmt_p(a['deterioration']['fisher_p'])} against {results['rule']['control']})"
+               if 'fisher_p' in a['deterioration'] else '')
+            for n, a in results['arms'].items() if 'deterioration' in a) + '.', '']
+    tasks = list(dict.fromkeys(t for a in results['arms'].values() for t in a['tasks']))
+    for task in tasks:
+        lines += [f"**{task}**", '', *head('arm', 'seeds', *(f'{m}x' for m in mults))]
+        for name, arm in results['arms'].items():
+            points = [arm['tasks'].get(task, {}).get(str(m)) for m in mults]
+            lines.append(row(name, len(arm['seeds']), *('-' if p is None else f"{p['mean']:.2f}" + (
+                f" ± {p['std']:.2f}" if p['std'] is not None else '') for p in points)))
+        # a mean over 2-3 seeds hides whether they agree: every seed's own row
+        lines += ['', 'Per seed:', '', *head('arm', 'seed', *(f'{m}x' for m in mults))]
+        for name, arm in results['arms'].items():
+            for seed in arm['seeds']:
+                points = [arm['tasks'].get(task, {}).get(str(m), {}).get('per_seed', {}).get(str(seed)) for m in mults]
+                mark = ' †' if seed in arm['never_fit'] else ' (not fit by then)' if seed in arm.get(
+                    'not_fit_by_then', ()) else ''
+                lines.append(row(name, f"{seed}{mark}", *('-' if a is None else f"{a:.2f}" for a in points)))
+        if any(a['never_fit'] for a in results['arms'].values()):
+            lines += ['', '† never fit: counted apart, left out of the extrapolation statistics.']
+        if any(a.get('not_fit_by_then') for a in results['arms'].values()):
+            lines += ['', "Not fit by then: the run's fit came after its point's step (or never); cooled and measured "
+                      "like the others, its area counts in the primary tests."]
+        lines.append('')
+    measured = {n: a for n, a in results['arms'].items() if a.get('mismatch')}
+    if measured:
+        def cell(arm, k):
+            m, sd = arm['mismatch'][k], arm['mismatch_sd'][k]
+            return '-' if m is None else f"{m:.3f}" + ('' if sd is None else f" ± {sd:.3f}")
+        cols = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_var_ratio', 'token_floor')
+        lines += ["Train-vs-eval mismatch at each arm's own dropout site, mean over the linear layers its noise "
+                  f"reaches ('-': none, no dropout), mean ± sd over seeds ({MISMATCH_ROWS} validation rows, "
+                  f"{MISMATCH_MASKS} masks; `python -m tools.mismatch RUN_DIR` gives it per layer and site). Token shift: "
+                  "the conditional mean shift per token, E over masks of y given x against x; batch shift: the same "
+                  "for the per-coordinate batch mean; both in eval standard deviations with the mask-noise floor "
+                  "(last column) subtracted (0 = kept); var ratio: train / eval variance (1 = kept); at the layers' "
+                  "inputs and, pre-act, at their outputs.", '',
+                  *head('arm', 'token shift', 'batch shift', 'var ratio', 'pre-act token shift', 'pre-act var ratio',
+                        'noise floor')]
+        lines += [row(n, *(cell(a, k) for k in cols)) for n, a in measured.items()]
+        lines.append('')
+    if results.get('machines'):
+        lines += machines_text(results)
+    pending = {n: a['pending_seeds'] for n, a in results['arms'].items() if a['pending_seeds']}
+    if pending:
+        lines.append('Not finished yet (left out above): ' + '; '.join(f"{n} seeds {s}" for n, s in pending.items()))
+    return '\n'.join(lines) + '\n'
+
+
+# -----------------------------------------------------------------------------
+# results/README.md's verdict table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLE = os.path.join('results', 'README.md')   # the table's file, from ROOT; its links are relative to results/
+HEADLINE = os.path.join('results', 'headline.png')    # study_long's picture: each run cooled early and late
+VERDICTS = '<!-- verdicts: written by `python -m study.report` -->', '<!-- /verdicts -->'
+# the studies in the table, in order, with the claim each tests (only studies whose results.json
+# carries the area outcome: the ones run since the sensitive recipe)
+STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)'),
+           ('study_positive', 'the instrument detects a known shift (`rope_theta` 3e4 vs 1e4)'),
+           ('study_long', ('1. long training deteriorates extrapolation, weight decay hastens it',
+                           '3-4, late in training: Pre-Linear dropout / VPAD extrapolate further than none')),
+           ('study_sites_sensitive', '3-4. Pre-Linear dropout / VPAD extrapolate further than none and Pre-Norm'),
+           ('study_continue_sensitive', '3-4, the paper\'s headline experiment: dropout added in continued training'),
+           ('study_scaling', {'sites': '3-4 on fresh seeds (21-32), cooled at fit +4000',
+                              'paper': "3-4, the paper's own comparisons: Pre-Linear vs Pre-Norm, VPAD vs Pre-Linear",
+                              'practice': 'beside RoPE rescaled at inference (YaRN, fixed in advance)',
+                              'weight decay': '1, weight decay on fresh seeds'}),
+           ('study_quick', '4 in under an hour: VPAD vs none at fit +5000, the last 1000 decaying'),
+           ('study_haystack', {'primary': '4 and beside YaRN on a haystack whose distractors grow with the length'}),
+           ('study_scale2', ('1 at 4 layers x 128 (0.97M), rope_theta 1e3: the change 6000 -> 16000 steps',
+                             '3-4 at 4 layers x 128, at 16000 steps: VPAD against none')),
+           ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
+           ('study_sites_mamba2', '5. the same on Mamba2')]
+EXTRA = ['study_scale']   # studies checked for mixed machines, not in the table
+LONG = 'study_long'       # the headline figure's study
+
+
+def paired_row(claim, link, what, t, delta, holm_p=True, t0=None, fixed=False):
+    """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives,
+    with the 90% interval where it decides words of the label (equivalent, or within +-delta), and
+    the never-fit-as-0 analysis (t0; at fixed steps, fit runs only) where its label differs."""
+    ci = f" {fmt_interval(t['ci95'])}" if t['ci95'] else ''
+    text = verdict(t, delta)
+    if within(text):
+        text += f", 90% {fmt_interval(t['ci90'])}"
+    text += flips_text(t)
+    if t0 and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
+        text += f"; {'fit runs only' if fixed else 'never fit as 0'}: {verdict(t0, delta)}"
+    return (f"| {claim} | {link} | {what}, {t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | "
+            f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {text} |")
+
+
+def long_rows(name, claims, res):
+    """A study of cooled snapshots. Claim 1 (claims[0]): each run's change from its early to its late
+    cooled area, the control's against 0 and each arm's against the control's, and the area late of
+    the arms outside the sites family (weight decay); claims 3-4 (claims[1]): each site's cooled area
+    late against the control's. A comparison with no paired runs yet (a study cut short) has no row."""
+    link, L, c, delta = f"[{name}]({name}/README.md)", res['long'], res['rule']['control'], res['long']['delta']
+    e, late, fixed = L['early'], L['late'], fixed_steps(res)
+    area = {a['arm']: a for a in res['arms'].values() if a.get('point') == late and a['area']['mean'] is not None}
+    early = next((a['area']['mean'] for a in res['arms'].values() if (a['arm'], a.get('point')) == (c, e)), None)
+    change, claim_1, sites = L['change'].get(c), [], []
+    if change and c in area and early is not None:
+        what = f"{c}: cooled area {at_point(e, fixed)} -> {point_text(late, fixed)}, {early:.3f} -> "
+        claim_1.append(paired_row(claims[0], link, what + f"{area[c]['area']['mean']:.3f}", change, delta, holm_p=False))
+    claim_1 += [paired_row(claims[0], link, f"{a}'s change against {c}'s", t, delta)
+                for a, t in L['change_vs_control'].items()]
+    for family, arms in (res['rule']['families'] or {'sites': [a for a in area if a != c]}).items():
+        for a in family_arms(arms):
+            tests = (area.get(a, {}).get('vs_control') or {}).get('area', {})
+            t = tests.get('left_out')
+            if not t or c not in area:
+                continue
+            row = paired_row(claims[1] if family == 'sites' else claims[0], link,
+                             f"{a} vs {c}, cooled area {at_point(late, fixed)}: "
+                             f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta,
+                             t0=tests.get(second_analysis(fixed)), fixed=fixed)
+            (sites if family == 'sites' else claim_1).append(row)
+    return claim_1 + sites
+
+
+def side(term):
+    """A side of a comparison as a table names it: a difference in brackets."""
+    return f"({term})" if ' - ' in term else term
+
+
+def family_rows(name, claims, res):
+    """A study with families and comparisons of its own (claims: {family: claim}): each primary test at its
+    primary point (the late snapshot), family by family in the order of claims: an arm against the control,
+    a change the family names (early -> late, against the control's), or a comparison a - b (each side an
+    arm's area, plain or under a variant, or a difference of two)."""
+    link, delta = f"[{name}]({name}/README.md)", res['rule'].get('delta', DELTA)
+    point, fixed = res.get('long', {}).get('late'), fixed_steps(res)
+    at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
+    c, out, second = res['rule']['control'], [], second_analysis(fixed)
+    for family, claim in claims.items():
+        for entry in res['rule']['families'].get(family, []):
+            if entry.endswith(CHANGE):
+                change = res.get('long', {}).get('change_vs_control', {}).get(entry.removesuffix(CHANGE))
+                if change:
+                    what = (f"{entry} {point_text(res['long']['early'], fixed)} -> {point_text(point, fixed)} "
+                            f"against {c}'s")
+                    out.append(paired_row(claim, link, what, change, delta))
+                continue
+            arm = entry
+            tests = (at.get((arm, point), {}).get('vs_control') or {}).get('area', {})
+            if tests.get('left_out') and (c, point) in at:
+                what = (f"{arm} vs {c}" + (f" {at_point(point, fixed)}" if point else '')
+                        + f": {at[arm, point]['area']['mean']:.3f} vs {at[c, point]['area']['mean']:.3f}")
+                out.append(paired_row(claim, link, what, tests['left_out'], delta, t0=tests.get(second), fixed=fixed))
+        for t in res.get('comparisons', []):
+            if t['family'] == family and t['point'] == point and t['left_out']:
+                what = f"{side(t['a'])} - {side(t['b'])}" + (f" {at_point(point, fixed)}" if point else '')
+                out.append(paired_row(claim, link, what, t['left_out'], delta, t0=t[second], fixed=fixed))
+    return out
+
+
+def rows(name, claim, res):
+    if isinstance(claim, dict):
+        return family_rows(name, claim, res)
+    if 'long' in res:
+        return long_rows(name, claim, res)
+    link = f"[{name}]({name}/README.md)"
+    arms, control, delta = res['arms'], res['rule']['control'], res['rule'].get('delta', DELTA)
+    if not control:     # a map: each arm's area and range
+        cells = '; '.join(f"{n} {a['area']['mean']:.2f} ({range_text(a['range'])})" for n, a in arms.items()
+                          if a['area']['mean'] is not None)
+        seeds = max(a['fit'] for a in arms.values())
+        return [f"| {claim} | {link} | area (range) per arm: {cells} | - | - | {seeds} per arm | a map: no test |"]
+    ctrl = arms[control]
+    out = []
+    for n, a in arms.items():
+        tests = (a.get('vs_control') or {}).get('area', {})
+        t = tests.get('left_out')
+        if n == control or not t:
+            continue
+        what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
+        out.append(paired_row(claim, link, what, t, delta, t0=tests.get('never_fit_as_0')))
+    return out
+
+
+def verdict_table(studies):
+    """studies: {name: results}. -> the markdown of the verdict table"""
+    lines = ['| claim | study | effect: area (mean accuracy over 1x..64x) against the control\'s, paired difference '
+             '[95% CI] | paired p | Holm | seeds | verdict |',
+             '| --- | --- | --- | --- | --- | --- | --- |']
+    last = None
+    for name, claim in STUDIES:
+        for row in rows(name, claim, studies[name]):
+            claim_cell, study_cell, rest = row.split(' | ', 2)
+            # the claim and the study once, on the first of their rows
+            lines.append('| | | ' + rest if (claim_cell, study_cell) == last else row)
+            last = claim_cell, study_cell
+    return '\n'.join(lines)
+
+
+def mixed_machines(studies):
+    """Studies whose paired runs of one seed trained on different machines (results.json's 'machines'):
+    a pair broken across CPUs compares the machines as well as the arms. One line per study."""
+    out = []
+    for name, res in studies.items():
+        where = {}
+        for machine, by_arm in res.get('machines', {}).items():
+            for seeds in by_arm.values():
+                for s in seeds:
+                    where.setdefault(s, set()).add(machine)
+        mixed = sorted(s for s, ms in where.items() if len(ms) > 1)
+        if mixed:
+            out.append(f"{name}: the arms of seed(s) {', '.join(map(str, mixed))} trained on different machines "
+                       f"({'; '.join(sorted(set().union(*(where[s] for s in mixed))))}): those pairs compare "
+                       f"machines as well as arms")
+    return out
+
+
+def with_table(readme, tbl, begin, end):
+    """readme with tbl between its markers (begin, end), which must be there, in that order."""
+    if begin not in readme or end not in readme or readme.index(end) < readme.index(begin):
+        raise SystemExit(f"the README needs its table's markers, {begin} then {end}, in that order: put them "
+                         f"around the table")
+    head, rest = readme.split(begin, 1)
+    return head + begin + '\n' + tbl + '\n' + end + rest.split(end, 1)[1]
+
+
+def load(name):
+    """A committed study's results.json, refused in one line where it is missing, empty or holds a value that
+    no summary writes (the README tables are never written over from less)."""
+    path = os.path.join(ROOT, 'results', name, files.RESULTS)
+    fix = f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun python ablate.py config/{name}.py"
+    if not os.path.isfile(path):
+        raise SystemExit(f"{os.path.relpath(path, ROOT)} is missing: {fix}")
+    res = files.read_json(path, fix)
+    why = not_numbers({k: res[k] for k in ('arms', 'long', 'comparisons') if k in res}) if res else 'it is empty'
+    if why:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: {why}; {fix}")
+    return res
+
+
+# the keys whose values a summary writes as numbers or lists of them (None where there is nothing to count), beside
+# per_seed's {seed: number}: anything else there (an edit, a merge gone wrong) is refused before a table reads it
+NUMBERS = {'mean', 'sd', 'std', 'median', 'min', 'max', 'p', 'p_holm', 'difference', 'share', 'r', 'count', 'of',
+           'runs', 'fit', 'length', 'shift', 'smallest_possible_p', 'fisher_p', 'unpaired_p', 'threshold', 'offset',
+           'window', 'early', 'late', 'ci95', 'ci90'}
+
+
+def not_numbers(o, path=''):
+    """Where a summary holds something other than a number in a place of numbers: 'arms/vpad/area/mean is 'abc',
+    not a number', or None."""
+    if isinstance(o, list):
+        return next(filter(None, (not_numbers(v, f"{path}[{i}]") for i, v in enumerate(o))), None)
+    if not isinstance(o, dict):
+        return None
+    for k, v in o.items():
+        where = f"{path}/{k}".lstrip('/')
+        numbers = v.values() if k == 'per_seed' and isinstance(v, dict) else v if isinstance(v, list) else [v]
+        if (k in NUMBERS or k == 'per_seed') and not all(x is None or is_number(x) for x in numbers):
+            return f"{where} is {json.dumps(v)[:60]}, not a number"
+        why = not_numbers(v, where)
+        if why:
+            return why
+    return None
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# -----------------------------------------------------------------------------
+# the scales side by side
+
+# the views, small first (its verdicts are the ones tested): (study, model, which point); 'late': the study's
+# late point, 'fit_plus': its runs read near their own fit + k (a study at fixed steps, beside a fit-relative one)
+VIEWS = [('study_scaling', '2 layers x 64', 'late'), ('study_scale', '4 layers x 128', 'late'),
+         ('study_scale2', '4 layers x 128, rope_theta 1e3', 'late'),
+         ('study_scale2', '4 layers x 128, rope_theta 1e3', 'fit_plus')]
+SITES = ['pre_linear', 'vpad']
+VARIANT = 'yarn'
+SCALES = '<!-- scales: written by `python -m study.report` -->', '<!-- /scales -->'
+SCALED = ['study_scale', 'study_scale2']       # the READMEs that hold the scales table
+
+
+def fit_plus_of(res):
+    """A study's reading near each run's fit + k (outcomes.fit_plus), or {} where its summary has none."""
+    return res.get('long', {}).get('fit_plus') or {}
+
+
+def has_arm(res, arm):
+    return arm in {a.get('arm') for a in res['arms'].values()}
+
+
+def point_of(res, kind):
+    """Where a view reads its study, as the tables name it: 'fit + 4000', 'at 16000', 'near fit + 4000'."""
+    L = res['long']
+    if kind == 'fit_plus':
+        return f"near fit + {fit_plus_of(res)['offset']}" if fit_plus_of(res) else 'near fit + k'
+    return f"at {L['late']}" if fixed_steps(res) else f"fit + {L['late']}"
+
+
+def late_arm(res, arm):
+    """The arm's summary at the study's late point (its cooled snapshot there), or None."""
+    late = res.get('long', {}).get('late')
+    return next((a for a in res['arms'].values() if (a.get('arm'), a.get('point')) == (arm, late)), None)
+
+
+def area(res, arm, kind='late', variant=None):
+    """(mean area, seeds) of an arm in a view, plain or under a variant; (None, 0) where it has none."""
+    if kind == 'fit_plus':
+        per_seed = {} if variant else fit_plus_of(res).get('area', {}).get(arm, {})
+        return (sum(per_seed.values()) / len(per_seed), len(per_seed)) if per_seed else (None, 0)
+    a = late_arm(res, arm)
+    a = a and (a.get('variants', {}).get(variant) if variant else a)
+    if not a or a['area']['mean'] is None:
+        return None, 0
+    return a['area']['mean'], len(a['area']['per_seed'])
+
+
+def site_test(res, site, kind='late', variant=None):
+    """(the paired test of site against the control in a view, plain or both under a variant, or None; the
+    size of the Holm family it was corrected over; whether the study fixed it in advance): a comparison the
+    study fixed (site@v - control@v), else the arm's own test against the control (under the variant:
+    secondary); near the fit, its test there (plain only)."""
+    c, late, a = res['rule']['control'], res.get('long', {}).get('late'), late_arm(res, site) or {}
+    families, comparisons = res['rule'].get('families') or {}, res['rule'].get('comparisons') or {}
+    family = lambda name: len(families.get(name) or [site])   # noqa: E731
+    if kind == 'fit_plus':         # secondary, a family of its own: Holm over the tests made in it
+        tests = fit_plus_of(res).get('vs_control', {})
+        t = None if variant else tests.get(site)
+        return t, t and sum(x.get('family') == t.get('family') for x in tests.values()), False
+    if not variant:
+        t = (a.get('vs_control') or {}).get('area', {}).get('left_out')
+        return t, family(next((f for f, arms in families.items() if site in arms), None)), True
+    pair = [f"{site}@{variant}", f"{c}@{variant}"]
+    fixed = next((t for t in res.get('comparisons', []) if t['point'] == late and [t['a'], t['b']] == pair), None)
+    if fixed:
+        return fixed['left_out'], len(comparisons.get(fixed['family'], [pair])), True
+    own = a.get('variants', {}).get(variant, {}).get('vs_control') or {}
+    return own.get('left_out'), family(own.get('family')), False
+
+
+def reading(t, delta):
+    """What a test's label says, for holding one scale against the other: 'higher' / 'lower', 'within +-delta'
+    (equivalent, or resolved but within +-delta: a difference too small to matter, as two arms both at the
+    ceiling give) or 'not resolved'."""
+    text = verdict(t, delta)
+    return f"within +-{delta:g}" if within(text) else decision(text)
+
+
+def held(small, large, pending):
+    """Whether the small model's reading held at the larger scale: (small, large) readings or None. A larger
+    scale that resolves nothing does not confirm it; one that resolves another reading says it did not hold."""
+    if small is None:
+        return 'not tested on the small model'
+    if pending:
+        return f"pending: {pending} seed(s) still to run"
+    if large is None:
+        return 'no paired test at the larger scale'
+    if small == large:
+        return 'both not resolved' if small == 'not resolved' else f"held: {small}"
+    if large == 'not resolved':      # too few seeds or too much spread to tell: not evidence against it
+        return f"not confirmed: {small} -> not resolved"
+    return f"did not hold: {small} -> {large}"
+
+
+def area_cell(res, arm, kind, variant):
+    if kind == 'fit_plus' and variant or not has_arm(res, arm):
+        return '-'                      # near the fit, read plain only; not an arm of the study
+    if kind == 'fit_plus' and not fit_plus_of(res):
+        return 'not computed'           # summarized without fit_plus_reading
+    mean, seeds = area(res, arm, kind, variant)
+    return 'no run' if mean is None else f"{mean:.3f} ({seeds})"
+
+
+def test_cell(t, holm_over, fixed, delta):
+    ci = f" {fmt_interval(t['ci95'])}" if t['ci95'] else ''
+    return (f"{t['difference']:+.3f}{ci}, Holm {fmt_p(t['p_holm'])} over {holm_over}, {len(t['seeds'])} seeds: "
+            f"{verdict(t, delta)}{flips_text(t)}" + ('' if fixed else ' (secondary)'))
+
+
+def scales_table(views):
+    """views: [(model, kind, results)], small first. -> the markdown of both tables."""
+    c = views[0][2]['rule']['control']
+    named = [(model, point_of(res, kind), kind, res) for model, kind, res in views]
+    out = ["Area (mean accuracy over 1x..64x), cooled, mean over seeds (seeds in brackets; '-': not an arm of "
+           "that study, or not read there):", '',
+           '| model | read at | ' + ' | '.join(f"{arm}, {v or 'plain'}" for arm in [c] + SITES for v in (None, VARIANT))
+           + ' |', '| --- | --- |' + ' --- |' * 2 * (1 + len(SITES))]
+    for model, point, kind, res in named:
+        out.append(f"| {model} | {point} | " + ' | '.join(area_cell(res, arm, kind, v) for arm in [c] + SITES
+                                                        for v in (None, VARIANT)) + ' |')
+    out += ['', "Each site's paired difference from the control [95% CI], its Holm p (over that many tests of its own "
+                "study's family) and label (secondary: a test the study did not fix in advance); the last column "
+                "holds each larger model's reading against the small model's, a resolved difference whose 90% "
+                "interval lies inside +-0.05 read as within it:", '',
+            "| comparison | model | read at | difference | the small model's reading held? |",
+            '| --- | --- | --- | --- | --- |']
+    for v in (None, VARIANT):
+        for site in SITES:
+            what = f"{site}@{v} - {c}@{v}" if v else f"{site} - {c}, plain"
+            small = None
+            for i, (model, point, kind, res) in enumerate(named):
+                if (kind == 'fit_plus' and v) or not has_arm(res, site):
+                    continue                     # near the fit, read plain only; not an arm of this study
+                t, holm_over, fixed = site_test(res, site, kind, v)
+                delta, computed = res['rule'].get('delta', DELTA), kind != 'fit_plus' or fit_plus_of(res)
+                cell = test_cell(t, holm_over, fixed, delta) if t else 'no test' if computed else 'not computed'
+                pending = len({s for a in res['arms'].values() for s in a.get('pending_seeds', [])})
+                if i == 0:
+                    small, still = t and reading(t, delta), 'the reading tested'
+                else:
+                    still = (held(small, t and reading(t, delta), pending) if computed else
+                             'not computed: the summary has no such reading')
+                out.append(f"| {what} | {model} | {point} | {cell} | {still} |")
+    return '\n'.join(out)
+
+
+# -----------------------------------------------------------------------------
+# the command
+
+def readme_tables(studies):
+    """{README path from ROOT: (its text now, its text with the tables the results give)}"""
+    out = {}
+    scales = scales_table([(model, kind, studies[name]) for name, model, kind in VIEWS])
+    for path, tbl, markers in [(TABLE, verdict_table(studies), VERDICTS)] + [
+            (os.path.join('results', name, 'README.md'), scales, SCALES) for name in SCALED]:
+        with open(os.path.join(ROOT, path)) as f:
+            text = f.read()
+        out[path] = text, with_table(text, tbl, *markers)
+    return out
+
+
+def derived(results, path):
+    """The first number of a committed summary that its per-seed numbers do not give, in one line, or None."""
+    try:
+        again = rederive(copy.deepcopy(results))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:    # a key gone, a shape changed
+        return f"{path} is not a summary this code reads ({type(e).__name__}: {rundir.first_line(e)})"
+    differ = first_difference(results, again)
+    return differ and (f"{path}: {differ[0]} is {json.dumps(differ[1])[:60]}, its per-seed numbers give "
+                       f"{json.dumps(differ[2])[:60]}")
+
+
+def first_difference(a, b, path=''):
+    """(path, a's value, b's value) where two JSON values first differ, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in dict.fromkeys([*a, *b]):
+            d = first_difference(a.get(k), b.get(k), f"{path}/{k}".lstrip('/'))
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next(filter(None, (first_difference(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)))),
+                    None)
+    return None if a == b else (path, a, b)
+
+
+def check(studies):
+    """--check: each summary's results.md, and the README tables, against what the summaries give (their numbers
+    checked already); one line for the first that differs."""
+    for name, res in studies.items():
+        md = os.path.join('results', name, files.RESULTS_MD)
+        with open(os.path.join(ROOT, md)) as f:
+            if f.read() != format_markdown(res):
+                raise SystemExit(f"{md} differs from what its results.json gives: run python -m study.report "
+                                 f"{os.path.join('results', name, files.RESULTS)}")
+    print(f"{len(studies)} summaries match their per-seed numbers, and their results.md too")
+    for line in mixed_machines({name: studies[name] for name in [s for s, _ in STUDIES] + EXTRA}):
+        print(f"warning: {line}")
+    for path, (text, new) in readme_tables(studies).items():
+        if new != text:
+            raise SystemExit(f"{path}'s table differs from what the results give: run python -m study.report")
+        print(f"{path}'s table matches the results")
+
+
+def rewrite(paths):
+    """python -m study.report results/<study>/results.json ...: each one's labels and robustness from its numbers,
+    and results.md beside it."""
+    for path in paths:
+        results = files.read_json(path, f"restore it (git checkout {path}) or rerun its study")
+        why = not_numbers({k: results[k] for k in ('arms', 'long', 'comparisons') if k in results})
+        if why:
+            raise SystemExit(f"{path}: {why}; restore it (git checkout -- {path}) or rerun its study")
+        rederive(results)
+        out = os.path.join(os.path.dirname(path), files.RESULTS_MD)
+        with rundir.writing(out, 'the summary', 'rerun this command'):
+            rundir.write_atomic(path, json.dumps(results, indent=1).encode())
+            rundir.write_atomic(out, format_markdown(results).encode())
+        print(f"wrote {path} and {out}")
+
+
+def main(argv):
+    if any(a in ('-h', '--help') for a in argv):
+        print(__doc__.strip().split('\n\n')[-1])
+        return
+    if any(a.startswith('-') and a != '--check' for a in argv) or '--check' in argv and len(argv) > 1:
+        raise SystemExit(f"unknown argument(s) {' '.join(argv)}: python -m study.report [--check], or python -m "
+                         f"study.report results/<study>/results.json ...")
+    if argv and argv != ['--check']:
+        return rewrite(argv)
+    names = [s for s, _ in STUDIES] + [s for s in EXTRA if s not in dict(STUDIES)]
+    if argv == ['--check']:      # every committed study's summary, and the README tables of those they name
+        names += sorted(n for n in os.listdir(os.path.join(ROOT, 'results')) if n not in names
+                        and os.path.isfile(os.path.join(ROOT, 'results', n, files.RESULTS)))
+    studies = {name: load(name) for name in names}
+    for name, res in studies.items():     # a summary whose numbers its per-seed numbers do not give writes nothing
+        path = os.path.join('results', name, files.RESULTS)
+        why = derived(res, path)
+        if why:
+            raise SystemExit(f"{why}: restore it (git checkout -- {path}) or rerun python ablate.py config/{name}.py")
+    if argv == ['--check']:
+        return check(studies)
+    for path, (text, new) in readme_tables(studies).items():
+        with rundir.writing(os.path.join(ROOT, path), 'a README table', f'rerun python -m study.report ({path} is as '
+                                                                          f'it was)'):
+            rundir.write_atomic(os.path.join(ROOT, path), new.encode())
+        print(f"wrote the tables of {path}")
+    from study.plots import draw_headline           # matplotlib: only to draw
+    draw_headline(studies[LONG], os.path.join(ROOT, HEADLINE))
+
+
+if __name__ == '__main__':
+    configurator.started()   # loaded: Ctrl-C is Python's KeyboardInterrupt again
+    main(sys.argv[1:])
