@@ -430,6 +430,7 @@ if __name__ == '__main__':
     configurator.started()   # checked: Ctrl-C mid-bench is Python's KeyboardInterrupt again
     for name, fn in benches.items():
         if only in ('', name) and benches is gpu:
-            fn(device, cfg['peak_flops'], cfg['tiny'])
+            with kernels.eager() if cfg['tiny'] else contextlib.nullcontext():   # tiny: no compile at all
+                fn(device, cfg['peak_flops'], cfg['tiny'])
         elif only in ('', name):
             fn()

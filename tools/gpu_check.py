@@ -70,6 +70,9 @@ class Check:
     def __init__(self, dry, work, peak_flops):
         self.dry, self.work, self.peak_flops = dry, work, peak_flops
         self.device = 'cpu' if dry else 'cuda'
+        # a dry run compiles one config (the configs part's transformer); torch's own switch keeps the rest
+        # eager, the kernels too, each op as the compiled graph would run it
+        self.eager = {'TORCH_COMPILE_DISABLE': '1'} if dry else {}
         # a dry run: bf16 autocast on the CPU, small data, short runs, evals of a few examples
         self.train = (['--device=cpu', '--dtype=bfloat16', '--n_layer=1', '--n_embd=32', '--n_head=2', '--batch_size=2',
                        '--eval_samples=2', '--eval_iters=1', '--log_interval=1', '--warmup_iters=1']
@@ -78,17 +81,13 @@ class Check:
     def data(self, name):
         return f"--data_dir={os.path.join(self.work, 'data', name)}"
 
-    def eval_tasks(self):
-        """The 64x evals' tasks: the run's, or on a dry run one (each of the 4K configs' six is 16K tokens there)."""
-        return ['--tasks=niah_single'] if self.dry else []
-
     def out(self, name):
         return os.path.join(self.work, 'runs', name)
 
 
 def part_bench(c):
     code, seconds, out = run(['-m', 'tools.bench', f'--device={c.device}', f'--peak_flops={c.peak_flops}',
-                              f'--tiny={c.dry}'], 600 if not c.dry else 120)
+                              f'--tiny={c.dry}'], 600 if not c.dry else 120, env=c.eager)
     if code:
         failed('tools.bench', code, out)
     ratio = {m.group(1).strip(): float(m.group(2))      # each line: name, ms [range], ratio to the group's base
@@ -106,16 +105,17 @@ def part_bench(c):
 
 def part_configs(c):
     """The 4K configs for 20 compiled steps each, then a 64x eval of a few examples (yarn where RoPE is). A dry
-    run compiles the transformer alone, at 256 tokens (the longest task's documents need 178)."""
+    run compiles the transformer alone, on one of their tasks at 96 tokens."""
     said = []
     for name, rope in (('gpu_vpad_4k', True), ('gpu_mamba2_4k', False)):
         run_dir, compiled = c.out(name), rope or not c.dry
-        steps = ['--block_size=256', '--window=16', '--num_tokens=20000', '--max_iters=3', '--eval_interval=3',
-                 '--gradient_accumulation_steps=1', f'--compile={compiled}'] if c.dry else \
+        steps = ['--tasks=niah_single', '--block_size=96', '--window=16', '--chunk_size=32', '--num_tokens=20000',
+                 '--max_iters=3', '--eval_interval=3', '--gradient_accumulation_steps=1', f'--compile={compiled}'] \
+            if c.dry else \
             ['--num_tokens=700000', '--max_iters=20', '--eval_interval=20', '--log_interval=5']
         code, seconds, out = run(['train.py', f'config/{name}.py', *c.train, *steps, '--eval_multiples=1',
                                   '--final_multiples=1', f'--out_dir={run_dir}', c.data('mix_4096')],   # one corpus
-                                 120 if c.dry else 600)
+                                 120 if c.dry else 600, env={} if compiled else c.eager)
         if code:
             failed(f"train.py config/{name}.py", code, out)
         how = 'compile failed, ran eagerly' if 'torch.compile failed' in out else 'compiled' if compiled else 'eager'
@@ -123,9 +123,9 @@ def part_configs(c):
         evals = []
         for variant in [''] + ['yarn'] * rope:
             code, _, out = run(['eval_lengths.py', f'--out_dirs={run_dir}', '--multiples=64', '--eval_samples=2',
-                                *c.eval_tasks(), f'--device={c.device}', '--plot=False',
+                                f'--device={c.device}', '--plot=False',
                                 *[f'--rope_scaling={variant}'] * bool(variant)],
-                               120 if c.dry else 300)
+                               120 if c.dry else 300, env=c.eager)
             if code:
                 failed(f"eval_lengths.py {variant or 'plain'} at 64x", code, out)
             accs = re.findall(r"^\S+\s+\S+\s+([\d.]+|-)\s*$", out, re.M)     # a row per task: run, task, 64x
@@ -139,7 +139,7 @@ def part_main(c):
     tiny = ['--max_iters=20', '--eval_interval=10', '--steps_after_fit=0', '--num_tokens=50000',
             '--final_multiples=1,2,64'] if c.dry else []
     code, seconds, out = run(['train.py', 'config/vpad.py', *c.train, *tiny, f'--out_dir={c.out("vpad")}',
-                              c.data('vpad')], 120 if c.dry else 600)
+                              c.data('vpad')], 120 if c.dry else 600, env=c.eager)
     if code:
         failed('train.py config/vpad.py', code, out)
     fit = re.search(r"fit at iter (\d+)", out)
@@ -154,7 +154,7 @@ def part_torchrun(c):
     code, seconds, out = run(['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=1', 'train.py',
                               'config/vpad.py', *c.train, '--max_iters=5', '--eval_interval=5', '--num_tokens=50000',
                               '--final_multiples=1', f'--out_dir={c.out("torchrun")}', c.data('vpad')],
-                             120 if c.dry else 300)
+                             120 if c.dry else 300, env=c.eager)
     if code:
         failed('torchrun', code, out)
     backend = 'gloo (NCCL needs a GPU: not run here)' if c.dry else 'nccl'
@@ -166,7 +166,7 @@ def part_ctrl_c(c):
     cmd = [sys.executable, 'train.py', 'config/vpad.py', *c.train, f'--compile={not c.dry}', '--max_iters=100000',
            '--eval_interval=100000', '--num_tokens=50000', f'--out_dir={c.out("ctrl_c")}', c.data('vpad')]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, 'PYTHONUNBUFFERED': '1'})
+                            env={**os.environ, 'PYTHONUNBUFFERED': '1', **c.eager})
     try:
         deadline = time.time() + (120 if c.dry else 300)
         for line in proc.stdout:               # the first progress line: compiled and training
@@ -214,7 +214,7 @@ def part_study(c):
         with open(config, 'w') as f:
             f.write(STUDY.format(common=common, seeds=seeds, grid=c.out(f'study_w{workers}'),
                                  multiples='1' if c.dry else '1,8,64', samples=2 if c.dry else 20))
-        code, seconds, out = run(['ablate.py', config, f'--workers={workers}'], 180 if c.dry else 600)
+        code, seconds, out = run(['ablate.py', config, f'--workers={workers}'], 180 if c.dry else 600, env=c.eager)
         if code or 'wrote' not in out:
             failed(f"ablate.py --workers={workers}", code, out)
         rate[workers] = 2 * len(seeds.split(',')) / (seconds / 3600)
@@ -226,9 +226,10 @@ def part_study(c):
 
 PARTS = dict(bench=part_bench, configs=part_configs, main=part_main, torchrun=part_torchrun, ctrl_c=part_ctrl_c,
              study=part_study)
-CPU_ONLY = {'bench': 'eager, tiny; fused AdamW and TF32 are CUDA only', 'torchrun': 'gloo, not NCCL',
-            'configs': 'the one compile; bf16 autocast on the CPU; 64x of one task', 'ctrl_c': 'eager',
-            'study': '2 runs, 2 workers'}
+DRY_ORDER = ['configs', 'study', 'torchrun', 'main', 'ctrl_c', 'bench']     # a dry run's longest parts first
+CPU_ONLY = {'bench': 'eager, tiny; fused AdamW and TF32 are CUDA only', 'torchrun': 'gloo, not NCCL; eager',
+            'configs': 'the transformer compiled, the one compile; bf16 autocast on the CPU; one task',
+            'main': 'eager', 'ctrl_c': 'eager', 'study': '2 runs, 2 workers, eager'}
 
 
 def versions(device):
@@ -267,12 +268,15 @@ def main(argv):
         note = f" [dry: {CPU_ONLY[name]}]" if cfg['dry'] and name in CPU_ONLY else ''
         return f"- {name} ({time.time() - t0:.0f} s): {said}{note}"
     # in order, one at a time: each part times the device alone; a dry run measures nothing, and keeps both
-    # CPU cores busy with two parts at a time (their lines still in order)
+    # CPU cores busy with two parts at a time, the longest first (its lines still in order)
+    names = [name for name in PARTS if cfg['only'] in ('', name)]
     with concurrent.futures.ThreadPoolExecutor(2 if cfg['dry'] else 1) as pool:
         try:
-            for line in pool.map(result, [name for name in PARTS if cfg['only'] in ('', name)]):
-                lines.append(line)
-                print(line, flush=True)
+            started = {name: pool.submit(result, name) for name in sorted(names, key=DRY_ORDER.index if cfg['dry']
+                                                                          else names.index)}
+            for name in names:
+                lines.append(started[name].result())
+                print(lines[-1], flush=True)
         finally:
             if not cfg['work']:
                 shutil.rmtree(work, ignore_errors=True)
