@@ -26,7 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo 
 JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
 # the states of a job that may still run: such a run is not resubmitted, as two jobs would train one run dir
 ACTIVE = {'PENDING', 'RUNNING', 'REQUEUED', 'REQUEUE_FED', 'REQUEUE_HOLD', 'RESIZING', 'SUSPENDED', 'COMPLETING',
-          'CONFIGURING', 'SIGNALING', 'STAGE_OUT'}
+          'CONFIGURING', 'SIGNALING', 'STAGE_OUT', 'STARTING'}
+# where the scheduler cannot say: a job whose log exists but whose trainer has not yet taken the run dir is
+# starting (unpickling, importing torch) while its log or the run's train.log was written this recently
+STARTING_S = 120
 
 
 def train_job(fresh, resumed, run_dir, threads):
@@ -89,6 +92,9 @@ def submit(cfg, lists, kind, calls, runs_device):
         params['mem_gb'] = cfg['slurm_mem_gb']
     if cfg['launcher'] == 'slurm':
         params['slurm_partition'] = cfg['slurm_partition']
+        # Slurm's warning signal before the time limit (submitit stops the job on it, its trainer checkpointing):
+        # submitit's 90 s, though not more than a quarter of a short limit, which Slurm may send up to 60 s early
+        params['slurm_signal_delay_s'] = min(90, 15 * cfg['slurm_time_min'])
         if lists.slurm_extra:
             params['slurm_additional_parameters'] = lists.slurm_extra
     try:
@@ -151,18 +157,40 @@ def job_state(job, run):
     """A job's state as its submitit object reports it (Slurm's word, from sacct; a local job's RUNNING,
     FINISHED, INTERRUPTED), read with its result file: a job whose function raised is FAILED (a trainer that
     died), TIMEOUT where submitit ended it at its time limit (Slurm says FAILED). Where the scheduler cannot
-    say (accounting off; a local job of an earlier ablate.py) the job's own files do: PENDING before it writes
-    its log, RUNNING while its process holds the run dir, then FINISHED where it left a result, else ENDED."""
+    say (accounting off; a local job of an earlier ablate.py; sacct before it knows the job) the job's own files
+    do: PENDING before it writes its log, RUNNING while its process holds the run dir, STARTING until its
+    trainer first takes the run dir (while its files are fresh), then FINISHED where it left a result, else
+    ENDED."""
     st = (job.state or 'UNKNOWN').split()[0]               # 'CANCELLED by 0' -> CANCELLED
     done, error = job.paths.result_pickle.exists(), job_error(job)
-    if st in ('UNKNOWN', 'NO') and not done:
-        return ('RUNNING' if rundir.busy(run.dir) else 'PENDING' if not job.paths.stdout.exists() else
-                'ENDED (the scheduler does not know it, and it left no result)')
+    if st in ('UNKNOWN', 'NO') and not done:     # sacct lags a job's start by seconds, or has no accounting
+        if rundir.busy(run.dir):
+            return 'RUNNING'
+        if not job.paths.stdout.exists():
+            return 'PENDING'
+        if not (claimed_since(run.dir, job.paths.submitted_pickle) or quiet(job.paths.stdout, run.dir)):
+            return 'STARTING'
+        return 'ENDED (the scheduler does not know it, and it left no result)'
     if st == 'FAILED' and error and 'timed-out' in error:
         return 'TIMEOUT'
     if st in ('COMPLETED', 'FINISHED', 'UNKNOWN', 'NO') and done:
         return 'FAILED' if error is not None else 'FINISHED'
     return st
+
+
+def claimed_since(run_dir, submitted):
+    """Whether a process took run_dir after the job was submitted (the lock file is rewritten on each claim):
+    then the job's trainer has started, and a run dir no longer held means it has ended."""
+    try:
+        return os.path.getmtime(os.path.join(run_dir, rundir.LOCK)) >= os.path.getmtime(submitted)
+    except OSError:
+        return False
+
+
+def quiet(log, run_dir):
+    """Neither the job's log nor the run's train.log written in the last STARTING_S seconds."""
+    paths = [p for p in (log, os.path.join(run_dir, files.TRAIN_LOG)) if os.path.exists(p)]
+    return time.time() - max(map(os.path.getmtime, paths)) >= STARTING_S
 
 
 def states(pairs):

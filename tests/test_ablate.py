@@ -1271,7 +1271,9 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     submitit.SlurmJob.watcher.clear()       # a new ablate.py: no state of the calls before (submitit keeps the last)
     held = rundir.DirLock(str(grid / 'none' / 'seed1'))                # as the job's trainer holds its run dir
     (grid / 'submitit' / '4242_1_0_result.pkl').write_bytes(pickle.dumps(('error', 'CalledProcessError: -9')))
-    (grid / 'submitit' / '4243_0_0_log.out').write_text('')            # started, then gone without a result
+    started = grid / 'submitit' / '4243_0_0_log.out'    # started, then gone without a result, and quiet since
+    started.write_text('')
+    os.utime(started, (time.time() - launch.STARTING_S - 5,) * 2)
     ablate_here(*args)
     out = capsys.readouterr().out
     held.release()
@@ -1299,6 +1301,35 @@ def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp
                                          'specification" >&2; exit 1\n')
     msg = refused(*args, '--device=cuda', f'--grid_dir={tmp_path / "gres"}')
     assert 'Invalid generic resource (gres) specification' in msg and '--slurm_gpus_per_run=N' in msg, msg
+
+
+def test_a_job_the_scheduler_cannot_name_is_read_from_its_files_and_a_starting_one_is_not_ended(tmp_path):
+    """sacct knows a job only seconds after it starts (and never without accounting): a job whose log exists
+    but whose trainer has not taken the run dir since it was submitted is STARTING while its files are fresh,
+    ENDED once they are quiet; one whose trainer took the run dir and let go (killed) is ENDED at once."""
+    import types
+    sub, out, err = tmp_path / 'submitted.pkl', tmp_path / 'job_log.out', tmp_path / 'job_log.err'
+    job = types.SimpleNamespace(state='UNKNOWN', paths=types.SimpleNamespace(
+        result_pickle=tmp_path / 'result.pkl', stdout=out, stderr=err, submitted_pickle=sub))
+    run = Run('none', 1, str(tmp_path), [], {}, [], True)
+    (tmp_path / rundir.LOCK).write_text('123 host\n')                      # an earlier job's trainer, killed
+    past = time.time() - 10
+    os.utime(tmp_path / rundir.LOCK, (past, past))
+    sub.write_bytes(b'')
+    assert launch.job_state(job, run) == 'PENDING'
+    out.write_text('submitit INFO - Starting with JobEnvironment\n')
+    assert launch.job_state(job, run) == 'STARTING' and 'STARTING' in launch.ACTIVE
+    for p in (out, sub):
+        os.utime(p, (time.time() - launch.STARTING_S - 1,) * 2)
+    assert launch.job_state(job, run).startswith('ENDED')                   # never took the run dir, and quiet
+    os.utime(out, None)
+    held = rundir.DirLock(str(tmp_path), note=lambda _: None)               # its trainer takes the run dir
+    try:
+        assert launch.job_state(job, run) == 'RUNNING'
+    finally:
+        os.close(held.fd)                   # killed: the flock dropped, the lock file left behind
+        held.fd = None
+    assert launch.job_state(job, run).startswith('ENDED')
 
 
 def test_a_local_job_whose_trainer_died_is_failed_not_finished(tmp_path):

@@ -128,12 +128,14 @@ def test_a_cancelled_job_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_a_job_past_its_time_limit_is_resubmitted_and_its_run_resumes(cluster, tmp_path):
+    # 2 minutes: the warning signal, 30 s before the limit, may come up to 60 s early, so after 30 s at least
     cfg = study(tmp_path, 'timeout', max_iters=25000, eval_interval=500)
     run_dir = str(tmp_path / 'timeout' / 'none' / 'seed1')
-    ablate(cfg, *SLURM, '--slurm_time_min=1')
+    ablate(cfg, *SLURM, '--slurm_time_min=2')
     job = job_id(run_dir)
-    wait_for(lambda: gone(job), 'the job to reach its time limit', limit=240)
-    assert records(run_dir)[-1]['iter'] < 25000, "the run finished within a minute: make it longer"
+    wait_for(lambda: gone(job), 'the job to reach its time limit', limit=300)
+    assert records(run_dir), "the job was stopped before its first checkpoint"
+    assert records(run_dir)[-1]['iter'] < 25000, "the run finished within its time limit: make it longer"
     out = ablate(cfg, *SLURM, '--slurm_time_min=10', '--wait')
     assert f'job {job} ended (TIMEOUT)' in out and 'resumes from its checkpoint' in out, out
     assert records(run_dir)[-1]['iter'] == 25000
@@ -143,7 +145,7 @@ def test_a_job_past_its_time_limit_is_resubmitted_and_its_run_resumes(cluster, t
 def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_ends(cluster, tmp_path):
     """sacct off, so submitit's job objects cannot say: the job's own files do. A job whose processes die by
     SIGKILL (as in an out-of-memory kill) left no result and its trainer no longer holds the run dir; one
-    cancelled, the same: both are resubmitted, and --wait waits for the new jobs, then ends."""
+    cancelled, the same or a result with its trainer's exit: both are resubmitted, and --wait waits for the new jobs, then ends."""
     start_cluster('--no-accounting')
     cfg = study(tmp_path, 'noacct', seeds='1,2', max_iters=6000, eval_interval=50)
     dirs = [str(tmp_path / 'noacct' / 'none' / f'seed{s}') for s in (1, 2)]
@@ -156,8 +158,10 @@ def test_without_accounting_a_killed_or_forgotten_job_is_resubmitted_and_wait_en
     subprocess.run(['scancel', cancelled], check=True)
     wait_for(lambda: gone(cancelled), 'the second job to end')
     out = ablate(cfg, *SLURM, '--wait', timeout=600)
-    for job in (killed, cancelled):
-        assert f'job {job} ended (ENDED (the scheduler does not know it, and it left no result))' in out, out
+    assert f'job {killed} ended (ENDED (the scheduler does not know it, and it left no result))' in out, out
+    # cancelled: its trainer answers SIGTERM with a checkpoint, so the job's function may leave its error
+    assert (f'job {cancelled} ended (ENDED (the scheduler does not know it, and it left no result))' in out
+            or f'job {cancelled} ended (FAILED)' in out), out
     assert out.count('resumes from its checkpoint') == 2, out
     for d in dirs:
         assert records(d)[-1]['iter'] == 6000
