@@ -77,6 +77,8 @@ class Check:
         self.train = (['--device=cpu', '--dtype=bfloat16', '--n_layer=1', '--n_embd=32', '--n_head=2', '--batch_size=2',
                        '--eval_samples=2', '--eval_iters=1', '--log_interval=1', '--warmup_iters=1']
                       if dry else ['--device=cuda'])
+        # the main config's corpus, which the main, torchrun and ctrl_c parts share (the first makes it)
+        self.vpad_data = [self.data('vpad')] + (['--num_tokens=50000'] if dry else [])
 
     def data(self, name):
         return f"--data_dir={os.path.join(self.work, 'data', name)}"
@@ -134,10 +136,9 @@ def part_configs(c):
 
 def part_main(c):
     """config/vpad.py end to end: fit, then 1x..64x, timed."""
-    tiny = ['--max_iters=20', '--eval_interval=10', '--steps_after_fit=0', '--num_tokens=50000',
-            '--final_multiples=1,2,64'] if c.dry else []
+    tiny = ['--max_iters=20', '--eval_interval=10', '--steps_after_fit=0', '--final_multiples=1,2,64'] if c.dry else []
     code, seconds, out = run(['train.py', 'config/vpad.py', *c.train, *tiny, f'--out_dir={c.out("vpad")}',
-                              c.data('vpad')], 120 if c.dry else 600, env=c.eager)
+                              *c.vpad_data], 120 if c.dry else 600, env=c.eager)
     if code:
         failed('train.py config/vpad.py', code, out)
     fit = re.search(r"fit at iter (\d+)", out)
@@ -150,8 +151,8 @@ def part_main(c):
 
 def part_torchrun(c):
     code, seconds, out = run(['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=1', 'train.py',
-                              'config/vpad.py', *c.train, '--max_iters=5', '--eval_interval=5', '--num_tokens=50000',
-                              '--final_multiples=1', f'--out_dir={c.out("torchrun")}', c.data('vpad')],
+                              'config/vpad.py', *c.train, '--max_iters=5', '--eval_interval=5',
+                              '--final_multiples=1', f'--out_dir={c.out("torchrun")}', *c.vpad_data],
                              120 if c.dry else 300, env=c.eager)
     if code:
         failed('torchrun', code, out)
@@ -162,7 +163,7 @@ def part_torchrun(c):
 def part_ctrl_c(c):
     """A SIGINT once the compiled run trains: one line on stderr, exit 130, and how long it took."""
     cmd = [sys.executable, 'train.py', 'config/vpad.py', *c.train, f'--compile={not c.dry}', '--max_iters=100000',
-           '--eval_interval=100000', '--num_tokens=50000', f'--out_dir={c.out("ctrl_c")}', c.data('vpad')]
+           '--eval_interval=100000', f'--out_dir={c.out("ctrl_c")}', *c.vpad_data]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'PYTHONUNBUFFERED': '1', **c.eager})
     try:
