@@ -117,7 +117,7 @@ def versus_control(arm, ctrl, paired, delta):
         out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
                          'p': fisher_exact(*table[0], *table[1]),
                          'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
-        n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
+        n = seeds_for_power(e1['share'], e0['share'])
         out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
                         'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
                                 f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha "
