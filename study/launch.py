@@ -18,7 +18,7 @@ import torch
 
 from base import rundir
 from study import files
-from study.evals import evaluate, evaluated, measure_mismatch
+from study.evals import evaluate, evaluated
 from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
                         trainer_env)
 
@@ -57,7 +57,6 @@ def eval_job(run, mults, n, threads, variants=()):
     torch.set_num_threads(threads)
     run = dataclasses.replace(run, state='done')
     evaluate([run], mults, n, variants=variants)
-    measure_mismatch([run])
 
 
 def gpus_per_run(cfg, device):
@@ -264,7 +263,6 @@ def launch_evals(runs, cfg, lists):
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
     mults, variants = lists.multiples, lists.variants
     evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
-    measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
@@ -274,7 +272,6 @@ def launch_evals(runs, cfg, lists):
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
     evaluate(todo, mults, cfg['eval_samples'], compute=False, variants=variants)
-    measure_mismatch(todo, compute=False)
     for run, job in live:
         if not evaluated(run, variants):
             print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "

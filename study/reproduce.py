@@ -78,7 +78,7 @@ def reproduce(runs, study_cfg, arm, k, mults, rerun):
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
-        evaluate([run], mults, study_cfg['eval_samples'])
+        evaluate([run], mults, study_cfg['eval_samples'], mismatch=False)
         rundir.stop_if_asked()              # (an exit torch swallowed inside the eval)
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])
