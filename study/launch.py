@@ -19,8 +19,7 @@ import torch
 from base import rundir
 from study import files
 from study.evals import evaluate, evaluated
-from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
-                        trainer_env)
+from study.runs import command, fit_of, last_progress, ready, run_trainer, state, tag, to_train, trainer_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
 JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
@@ -37,13 +36,7 @@ def train_job(fresh, resumed, run_dir, threads):
     cmd = resumed if os.path.exists(os.path.join(run_dir, rundir.CKPT)) else fresh
     os.makedirs(run_dir, exist_ok=True)
     env = trainer_env(threads, RUNDIR_PARENT_PID=str(os.getpid()))   # the trainer ends with its job (die_with_parent)
-    with open_train_log(run_dir, cmd) as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            code = proc.wait()
-        except BaseException:          # submitit's signal before the time limit raises here: the trainer stops as
-            stop_trainers([proc])      # on Ctrl-C (its checkpoint intact) rather than being killed mid-write
-            raise
+    code = run_trainer(cmd, run_dir, env, cwd=ROOT)     # (submitit's signal before the time limit: stopped, as on Ctrl-C)
     if code:
         raise subprocess.CalledProcessError(code, cmd)
 

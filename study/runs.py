@@ -275,6 +275,19 @@ def stop_trainers(procs):
             proc.wait()
 
 
+def run_trainer(cmd, run_dir, env, **popen):
+    """Run a trainer to its end, its output appended to the run dir's train.log (a job's, a --reproduce run's);
+    an exception meanwhile (a Ctrl-C to this process alone, a job's signal) stops it as a Ctrl-C would, its last
+    checkpoint intact, rather than leaving it to be killed mid-write. -> its exit code"""
+    with open_train_log(run_dir, cmd) as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, **popen)
+        try:
+            return proc.wait()
+        except BaseException:
+            stop_trainers([proc])
+            raise
+
+
 def tail(run_dir, name):
     """The last line of a process's log in the run dir."""
     with open(os.path.join(run_dir, name), errors='replace') as f:
