@@ -162,19 +162,16 @@ def what_tests_support(results):
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
     m, delta, fixed = rule['extrap_multiple'], rule.get('delta', DELTA), fixed_steps(results)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+
+    def unfit(key, what):        # '3 of 24 <what> (vpad seeds 1, 2; none seed 5).', where any is
+        named = [f"{n} seed{'s' if len(a[key]) > 1 else ''} {', '.join(map(str, a[key]))}" for n, a in arms.items()
+                 if a[key]]
+        return [f"{sum(len(a[key]) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} {what} "
+                f"({'; '.join(named)})."] if named else []
     if fixed:
         out.append(f"At fixed steps: {rule['fixed_steps']}.")
-        unfit = [f"{n} seed{'s' if len(a['not_fit_by_then']) > 1 else ''} {', '.join(map(str, a['not_fit_by_then']))}"
-                 for n, a in arms.items() if a['not_fit_by_then']]
-        if unfit:
-            out.append(f"{sum(len(a['not_fit_by_then']) for a in arms.values())} of "
-                       f"{sum(a['runs'] for a in arms.values())} runs at their points were not fit by then "
-                       f"({'; '.join(unfit)}).")
-    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
-             for n, a in arms.items() if a['never_fit']]
-    if never:
-        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
-                   f"finished runs never fit ({'; '.join(never)}).")
+        out += unfit('not_fit_by_then', 'runs at their points were not fit by then')
+    out += unfit('never_fit', 'finished runs never fit')
     if not c:
         return ' '.join(out + ['No control is set, so nothing is tested.'])
     compared = {n: a['vs_control'] for n, a in arms.items() if a.get('vs_control')}
