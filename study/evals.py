@@ -137,7 +137,7 @@ def measure_mismatch(run):
     """Train-vs-eval mismatch of a finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
     validation rows), the mean over the linear layers its noise reaches (None: none); evaluate caches it."""
     T = run.cfg['block_size']
-    ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')     # the data is read only here: a cached run needs none
+    ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')      # read only here: a cached run needs no data
     # idx: (<= MISMATCH_ROWS, T)
     idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)
     with contextlib.redirect_stdout(io.StringIO()):

@@ -36,7 +36,7 @@ def train_job(fresh, resumed, run_dir, threads):
     cmd = resumed if os.path.exists(os.path.join(run_dir, rundir.CKPT)) else fresh
     os.makedirs(run_dir, exist_ok=True)
     env = trainer_env(threads, RUNDIR_PARENT_PID=str(os.getpid()))   # the trainer ends with its job (die_with_parent)
-    code = run_trainer(cmd, run_dir, env, cwd=ROOT)     # (submitit's signal before the time limit: stopped, as on Ctrl-C)
+    code = run_trainer(cmd, run_dir, env, cwd=ROOT)      # (submitit's signal before its time limit: stopped there)
     if code:
         raise subprocess.CalledProcessError(code, cmd)
 

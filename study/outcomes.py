@@ -17,13 +17,10 @@ from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, famil
                          verdict, wilson)
 
 def find_fit(runs):
-    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at) and
-    run.after_fit, its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]."""
+    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at)."""
     for run in runs:
         if run.state == 'done':
             run.fit_iter = fit_by_then(run)
-            run.after_fit = [(r['iter'], r['length_eval']) for r in run.records
-                             if r.get('fit_iter') is not None and not r.get('final')]
 
 
 def deterioration(runs, cfg):
@@ -34,7 +31,9 @@ def deterioration(runs, cfg):
         if run.fit_iter is None or run.eval is None:
             continue
         task = primary_task(run, cfg)
-        accs = [e[task][m] for _, e in run.after_fit if e.get(task, {}).get(m) is not None]
+        accs = [r['length_eval'][task][m] for r in run.records          # its quick evals from the fit on
+                if r['fit_iter'] is not None and not r.get('final')
+                and r['length_eval'].get(task, {}).get(m) is not None]
         arm = out.setdefault(point_name(run), {'count': 0, 'of': 0, 'seeds': []})
         arm['of'] += 1
         if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
@@ -559,7 +558,8 @@ def summarize(runs, cfg, lists, study_argv):
         by_m = curve(run.eval, task)     # arm_outcomes' (fit_iter, accuracy at extrap_multiple or None, the curve)
         per_run.setdefault(name, {})[run.seed] = (run.fit_iter, by_m.get(cfg['extrap_multiple']), by_m)
         for variant, record in run.evals.items():
-            by_variant.setdefault(name, {}).setdefault(variant, {})[run.seed] = (run.fit_iter, None, curve(record, task))
+            by_variant.setdefault(name, {}).setdefault(variant, {})[run.seed] = (
+                run.fit_iter, None, curve(record, task))
         primary.setdefault(name, {})[task] = None
         if run.mismatch is not None:
             arm.setdefault('mismatch_per_seed', {})[str(run.seed)] = run.mismatch
