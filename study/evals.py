@@ -24,9 +24,14 @@ from study import files
 from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
 
 
-def record_wrong(name, record):
-    """What is wrong with a cached eval or mismatch record, or None: an eval's accuracies are numbers in
-    [0, 1], a mismatch's values numbers (or None where no layer is reached)."""
+def entry_wrong(name, entry):
+    """What is wrong with a cached or recorded eval or mismatch (`name`: its cache), {'key': {...}, 'record':
+    {...}}, or None: an eval's accuracies are numbers in [0, 1], a mismatch's values numbers (or None where no
+    layer is reached)."""
+    if not (isinstance(entry, dict) and isinstance(entry.get('key'), dict) and isinstance(entry.get('record'), dict)
+            and entry['record']):
+        return f"a {type(entry).__name__} without its key and a record"
+    record = entry['record']
     if name.startswith(files.EVAL_CACHE[:-len('.json')]):          # ablate_eval.json, ablate_eval_<variant>.json
         return accuracies_wrong(record.get('length_eval')) if isinstance(record.get('block_size'), int) else \
             "it has no block_size"
@@ -35,14 +40,6 @@ def record_wrong(name, record):
                                                      and not isinstance(v, bool))]
         return f"its {bad[0]!r} is not a number" if bad else None
     return None
-
-
-def entry_wrong(name, entry):
-    """What is wrong with a cached or recorded eval or mismatch, {'key': {...}, 'record': {...}}, or None."""
-    if not (isinstance(entry, dict) and isinstance(entry.get('key'), dict) and isinstance(entry.get('record'), dict)
-            and entry['record']):
-        return f"a {type(entry).__name__} without its key and a record"
-    return record_wrong(name, entry['record'])
 
 
 def cached(run, name, key, compute):

@@ -191,7 +191,7 @@ def last_progress(run):
 def no_snapshots(trunk):
     """A finished trunk that never fit wrote no snapshot past its fit: its branches can never train (a trunk
     at fixed steps writes its snapshots fit or not)."""
-    return not trunk.fixed_steps and trunk.records[-1].get('fit_iter') is None
+    return not trunk.fixed_steps and fit_of(trunk) is None
 
 
 def strand(runs, never):
