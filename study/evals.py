@@ -113,7 +113,7 @@ def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
                 run.eval = record
         if mismatch:
             record = cached(run, files.MISMATCH_CACHE, mismatch_key(run),
-                            (lambda: measure_mismatch(run)) if compute else None)
+                            (lambda run=run: measure_mismatch(run)) if compute else None)
             if record is not None:
                 run.mismatch = record
 
