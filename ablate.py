@@ -69,8 +69,7 @@ from base.schedule import branch_argv
 # summary, the names of the files they write; the cluster launchers (study/launch.py) are imported only when
 # one is asked for
 from study import files, summary
-from study.evals import (eval_command, evaluate, evaluated as is_evaluated, measure_mismatch, recall,
-                         save_records)
+from study.evals import eval_command, evaluate, evaluated as is_evaluated, recall, save_records
 from study.reproduce import reproduce as retrain_committed
 from study.runs import (Run, check_sources, command, differing, fit_of, last_progress, no_snapshots,
                         prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
@@ -271,7 +270,6 @@ def main(argv):
 
     def evaluated(done, compute=compute):   # the final evals and mismatch of finished runs (computed, or read)
         evaluate(done, mults, cfg['eval_samples'], compute, variants)
-        measure_mismatch(done, compute)
         if records and not cfg['dry_run']:     # (from the caches: computed here or written by eval jobs)
             save_records(runs, records, cfg['grid_dir'], variants)
 

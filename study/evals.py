@@ -24,10 +24,15 @@ from study import files
 from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
 
 
-def record_wrong(name, record):
-    """What is wrong with a cached eval or mismatch record, or None: an eval's accuracies are numbers in
-    [0, 1], a mismatch's values numbers (or None where no layer is reached)."""
-    if name == files.EVAL_CACHE or name.startswith(files.eval_cache('')[:-len('.json')] + '_'):
+def entry_wrong(name, entry):
+    """What is wrong with a cached or recorded eval or mismatch (`name`: its cache), {'key': {...}, 'record':
+    {...}}, or None: an eval's accuracies are numbers in [0, 1], a mismatch's values numbers (or None where no
+    layer is reached)."""
+    if not (isinstance(entry, dict) and isinstance(entry.get('key'), dict) and isinstance(entry.get('record'), dict)
+            and entry['record']):
+        return f"a {type(entry).__name__} without its key and a record"
+    record = entry['record']
+    if name.startswith(files.EVAL_CACHE[:-len('.json')]):          # ablate_eval.json, ablate_eval_<variant>.json
         return accuracies_wrong(record.get('length_eval')) if isinstance(record.get('block_size'), int) else \
             "it has no block_size"
     if name == files.MISMATCH_CACHE:
@@ -45,10 +50,7 @@ def cached(run, name, key, compute):
         try:
             with open(path) as f:
                 saved = json.load(f)
-            if not (isinstance(saved, dict) and isinstance(saved.get('key'), dict)
-                    and isinstance(saved.get('record'), dict) and saved['record']):
-                raise ValueError(f"a {type(saved).__name__} without its key and a record")
-            why = record_wrong(name, saved['record'])
+            why = entry_wrong(name, saved)
             if why:
                 raise ValueError(why)
         except (ValueError, OSError) as e:        # cut short by a full disk, or edited: never trusted
@@ -87,9 +89,10 @@ def evaluated(run, variants):
             and all(v in run.evals for v in variants_of(run, variants)))
 
 
-def evaluate(runs, mults, n, compute=True, variants=()):
-    """The final eval of every finished run, plain and under each variant, cached in its dir; compute=False
-    only reads what eval processes and jobs cached."""
+def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
+    """The final eval of every finished run, plain and under each variant, and its train-vs-eval mismatch
+    (mismatch=False: not, for --reproduce), each cached in its dir; compute=False only reads what eval processes
+    and jobs cached."""
     for run in runs:
         if run.state != 'done' or run.recorded:
             continue
@@ -108,6 +111,11 @@ def evaluate(runs, mults, n, compute=True, variants=()):
                 run.evals = {**run.evals, variant: record}                                      # planned one
             elif record is not None:
                 run.eval = record
+        if mismatch:
+            record = cached(run, files.MISMATCH_CACHE, mismatch_key(run),
+                            (lambda run=run: measure_mismatch(run)) if compute else None)
+            if record is not None:
+                run.mismatch = record
 
 
 MISMATCH = ('token_shift', 'mean_shift', 'var_ratio', 'pre_act_token_shift', 'pre_act_mean_shift', 'pre_act_var_ratio',
@@ -122,25 +130,17 @@ def mismatch_key(run):
             'measure': 'per token and batch, floor subtracted'}
 
 
-def measure_mismatch(runs, compute=True):
-    """Train-vs-eval mismatch of every finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
-    validation rows), the mean over the linear layers its noise reaches (None: none), cached in the run dir."""
-    for run in runs:
-        if run.state != 'done' or run.recorded:
-            continue
-
-        def mean_over_reached_layers():       # the data is read only here: a cached run needs none
-            T = run.cfg['block_size']
-            ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')
-            # idx: (<= MISMATCH_ROWS, T)
-            idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)
-            with contextlib.redirect_stdout(io.StringIO()):
-                model, _, _ = eval_lengths.load_run(run.dir, 'cpu')
-            rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
-            return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
-        record = cached(run, files.MISMATCH_CACHE, mismatch_key(run), mean_over_reached_layers if compute else None)
-        if record is not None:
-            run.mismatch = record
+def measure_mismatch(run):
+    """Train-vs-eval mismatch of a finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
+    validation rows), the mean over the linear layers its noise reaches (None: none); evaluate caches it."""
+    T = run.cfg['block_size']
+    ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')      # read only here: a cached run needs no data
+    # idx: (<= MISMATCH_ROWS, T)
+    idx = torch.from_numpy(ids[:min(MISMATCH_ROWS, len(ids) // T) * T].astype('int64')).view(-1, T)
+    with contextlib.redirect_stdout(io.StringIO()):
+        model, _, _ = eval_lengths.load_run(run.dir, 'cpu')
+    rows = [r for r in dropout_mismatch(model, idx, n_masks=MISMATCH_MASKS) if r['reached']]
+    return {'layers': len(rows), **{k: sum(r[k] for r in rows) / len(rows) if rows else None for k in MISMATCH}}
 
 
 # -----------------------------------------------------------------------------
@@ -166,7 +166,6 @@ def main(argv):
     except (ValueError, TypeError, KeyError) as e:
         raise SystemExit(f"study.evals: not a spec ablate.py wrote ({type(e).__name__}: {rundir.first_line(e)})")
     evaluate([run], mults, n, variants=variants)
-    measure_mismatch([run])
 
 
 # -----------------------------------------------------------------------------
@@ -226,17 +225,11 @@ def recall(runs, records, grid_dir, mults, n, variants=()):
     def read(path):
         rec = files.read_json(path, fix)
         if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
-                and all(isinstance(rec.get(k), dict) and isinstance(rec[k].get('key'), dict)
-                        and isinstance(rec[k].get('record'), dict) and rec[k]['record'] for k in ('eval', 'mismatch'))
-                and isinstance(rec.get('variants', {}), dict)
-                and all(isinstance(v, dict) and isinstance(v.get('key'), dict) and isinstance(v.get('record'), dict)
-                        for v in rec.get('variants', {}).values())
-                and isinstance(rec.get('provenance', {}), dict)):
+                and isinstance(rec.get('variants', {}), dict) and isinstance(rec.get('provenance', {}), dict)):
             raise SystemExit(f"{path} is not the record of a finished run; {fix}")
-        why = (log_wrong(rec['log']) or record_wrong(files.EVAL_CACHE, rec['eval']['record'])
-               or record_wrong(files.MISMATCH_CACHE, rec['mismatch']['record'])
-               or next(filter(None, (record_wrong(files.EVAL_CACHE, v['record'])
-                                     for v in rec.get('variants', {}).values())), None))
+        entries = [(files.EVAL_CACHE, rec.get('eval')), (files.MISMATCH_CACHE, rec.get('mismatch')),
+                   *((files.EVAL_CACHE, v) for v in rec.get('variants', {}).values())]
+        why = log_wrong(rec['log']) or next(filter(None, (entry_wrong(name, e) for name, e in entries)), None)
         if why:
             raise SystemExit(f"{path} is not the record of a finished run ({why}); {fix}")
         return rec

@@ -18,9 +18,8 @@ import torch
 
 from base import rundir
 from study import files
-from study.evals import evaluate, evaluated, measure_mismatch
-from study.runs import (command, fit_of, last_progress, open_train_log, ready, state, stop_trainers, tag, to_train,
-                        trainer_env)
+from study.evals import evaluate, evaluated
+from study.runs import command, fit_of, last_progress, ready, run_trainer, state, tag, to_train, trainer_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
 JOB_FILE = {'train': files.TRAIN_JOB, 'eval': files.EVAL_JOB}   # in the run dir: the job that trains / evaluates it
@@ -40,13 +39,7 @@ def train_job(fresh, resumed, run_dir, threads):
     cmd = resumed if os.path.exists(os.path.join(run_dir, rundir.CKPT)) else fresh
     os.makedirs(run_dir, exist_ok=True)
     env = trainer_env(threads, RUNDIR_PARENT_PID=str(os.getpid()))   # the trainer ends with its job (die_with_parent)
-    with open_train_log(run_dir, cmd) as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            code = proc.wait()
-        except BaseException:          # submitit's signal before the time limit raises here: the trainer stops as
-            stop_trainers([proc])      # on Ctrl-C (its checkpoint intact) rather than being killed mid-write
-            raise
+    code = run_trainer(cmd, run_dir, env, cwd=ROOT)      # (submitit's signal before its time limit: stopped there)
     if code:
         raise subprocess.CalledProcessError(code, cmd)
 
@@ -60,7 +53,6 @@ def eval_job(run, mults, n, threads, variants=()):
     torch.set_num_threads(threads)
     run = dataclasses.replace(run, state='done')
     evaluate([run], mults, n, variants=variants)
-    measure_mismatch([run])
 
 
 def gpus_per_run(cfg, device):
@@ -292,7 +284,6 @@ def launch_evals(runs, cfg, lists):
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
     mults, variants = lists.multiples, lists.variants
     evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
-    measure_mismatch(runs, compute=False)
     todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
@@ -302,7 +293,6 @@ def launch_evals(runs, cfg, lists):
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
     evaluate(todo, mults, cfg['eval_samples'], compute=False, variants=variants)
-    measure_mismatch(todo, compute=False)
     for run, job in live:
         if not evaluated(run, variants):
             print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "

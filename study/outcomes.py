@@ -17,13 +17,10 @@ from study.stats import (DELTA, TESTS, at_point, deteriorates, early_late, famil
                          verdict, wilson)
 
 def find_fit(runs):
-    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at) and
-    run.after_fit, its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]."""
+    """run.fit_iter of every finished run (None: never fit, or not by the fixed step it is read at)."""
     for run in runs:
         if run.state == 'done':
             run.fit_iter = fit_by_then(run)
-            run.after_fit = [(r['iter'], r['length_eval']) for r in run.records
-                             if r.get('fit_iter') is not None and not r.get('final')]
 
 
 def deterioration(runs, cfg):
@@ -34,7 +31,9 @@ def deterioration(runs, cfg):
         if run.fit_iter is None or run.eval is None:
             continue
         task = primary_task(run, cfg)
-        accs = [e[task][m] for _, e in run.after_fit if e.get(task, {}).get(m) is not None]
+        accs = [r['length_eval'][task][m] for r in run.records          # its quick evals from the fit on
+                if r['fit_iter'] is not None and not r.get('final')
+                and r['length_eval'].get(task, {}).get(m) is not None]
         arm = out.setdefault(point_name(run), {'count': 0, 'of': 0, 'seeds': []})
         arm['of'] += 1
         if deteriorates(accs, cfg['deteriorate_drop'], cfg['deteriorate_evals']):
@@ -117,7 +116,7 @@ def versus_control(arm, ctrl, paired, delta):
         out['fisher'] = {'table': table, 'rows': ['arm', 'control'], 'columns': ['extrapolates', 'fit but not'],
                          'p': fisher_exact(*table[0], *table[1]),
                          'smallest_possible_p': smallest_fisher_p(e1['of'], e0['of'])}
-        n = seeds_for_power(e1['share'], e0['share'], TESTS['power'], TESTS['alpha'])
+        n = seeds_for_power(e1['share'], e0['share'])
         out['power'] = {'rates': [e1['share'], e0['share']], 'seeds_per_arm': n,
                         'note': 'the observed rates are equal: the effect is zero, no n suffices' if n is None else
                                 f"fit runs per arm for {TESTS['power']:.0%} power, two-sided Fisher at alpha "
@@ -213,14 +212,10 @@ def long_training(arms_out, cfg):
     early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
     delta = cfg['delta']
 
-    def per_seed(arm, point, key='area'):
-        a = at.get((arm, point), {})
-        if key in ('area', 'fit_runs_only'):     # every run's area (at fixed steps, fit or not), or the fit runs'
-            area = a.get('area', {})
-            return (area if key == 'area' else area.get(key, {})).get('per_seed', {})
-        return {s: m[key] for s, m in a.get('mismatch_per_seed', {}).items() if m.get(key) is not None}
+    def per_seed(arm, point, key='left_out'):     # its areas in an analysis (per_seed_area), or its token shifts
+        return token_shifts(at, arm, point) if key == 'token_shift' else per_seed_area(at, arm, point, key)
 
-    def change(arm, key='area'):
+    def change(arm, key='left_out'):
         x, y = per_seed(arm, late, key), per_seed(arm, early, key)
         return {s: x[s] - y[s] for s in x if s in y}
 
@@ -289,7 +284,8 @@ def against_control(per_arm, cfg):
 def comparisons(arms_out, cfg, pairs_of):
     """The study's own comparisons a - b paired by seed at each cooled point, each side an arm's area, plain or
     under a variant, or a difference of such (an interaction); pairs_of: {family: [(a, b, a's terms, b's
-    terms)]} (study.settings.Lists). -> [{'point', 'family', 'a', 'b', 'left_out', the second analysis}]"""
+    terms)]} (study.settings.Lists). -> [{'point', 'family', 'a', 'b', 'left_out', the second analysis}]; Holm
+    within each family at each point, and the labels, are rederive's"""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = [p for p in dict.fromkeys(a['point'] for a in arms_out.values()) if p != 'trunk']
     analyses = ('left_out', second_analysis(any(a.get('fixed_steps') for a in arms_out.values())))
@@ -299,25 +295,20 @@ def comparisons(arms_out, cfg, pairs_of):
         return fold([(sign, arm, per_seed_area(at, arm, point, which, v)) for sign, arm, v in terms])
     for point in points:
         for family, pairs in pairs_of.items():
-            tests = []
             for a, b, a_terms, b_terms in pairs:
                 t = {'point': point, 'family': family, 'a': a, 'b': b}
                 for which in analyses:
                     t[which] = area_test(values(a_terms, point, which), values(b_terms, point, which), cfg['delta'])
-                tests.append(t)
-            for which in analyses:
-                adjust([t[which] for t in tests if t[which]], cfg['delta'], robust=which == 'left_out')
-            out += tests
+                out.append(t)
     return out
 
 
 def variant_tests(arms_out, cfg):
     """Secondary: under each variant, each arm's area against its control's at the same point, paired by
-    seed, Holm within the family (at each point, for each variant), never-fit runs left out and as 0."""
+    seed, never-fit runs left out and as 0 (Holm within the family at each point and variant: rederive's)."""
     for family, names, control in test_groups(arms_out, cfg):
         analyses = ('left_out', second_analysis(arms_out[control].get('fixed_steps')))
         for variant in arms_out[control].get('variants', {}):
-            tests = []
             for name in names:
                 mine, ctrl = arms_out[name].get('variants', {}).get(variant), arms_out[control]['variants'][variant]
                 if mine:
@@ -325,9 +316,6 @@ def variant_tests(arms_out, cfg):
                         which: area_test(*(x['area']['per_seed'] if which == 'left_out' else
                                            x['area'][which]['per_seed'] for x in (mine, ctrl)),
                                          cfg['delta']) for which in analyses}}
-                    tests.append(mine['vs_control'])
-            for which in analyses:
-                adjust([t[which] for t in tests if t[which]], cfg['delta'])
 
 
 def machine_of(provenance):
@@ -348,13 +336,6 @@ def primary_task(run, cfg):
 def curve(record, task):
     """An eval record's {multiple: accuracy} of one task."""
     return {int(m[:-1]): a for m, a in record['length_eval'].get(task, {}).items()}
-
-
-def run_outcome(run, cfg):
-    """(fit_iter, accuracy at extrap_multiple on the primary task in the final eval or None, its
-    {multiple: accuracy})."""
-    by_m = curve(run.eval, primary_task(run, cfg))
-    return run.fit_iter, by_m.get(cfg['extrap_multiple']), by_m
 
 
 def variant_outcomes(by_variant, per_run, cfg, fixed=False):
@@ -383,6 +364,12 @@ def per_seed_area(at, arm, point, which='left_out', variant=''):
     area = ((a.get('variants') or {}).get(variant) or {}).get('area') if variant else a.get('area')
     area = area or {}
     return area.get('per_seed', {}) if which == 'left_out' else area.get(which, {}).get('per_seed', {})
+
+
+def token_shifts(at, arm, point):
+    """{seed: its per-token shift} of an arm's runs at a point, where measured (none: no dropout)."""
+    return {s: m['token_shift'] for s, m in at.get((arm, point), {}).get('mismatch_per_seed', {}).items()
+            if m.get('token_shift') is not None}
 
 
 def rederive(results):
@@ -465,8 +452,7 @@ def rederive(results):
             families.setdefault(('fit_plus', t.get('family'), 'secondary'), []).append(t)
             built.append((t, [(1, a, F['area'].get(a, {}))], [(1, c, F['area'].get(c, {}))]))
         for arm, m in L.get('mismatch', {}).items():      # a shift in eval sds, not area: no margin (delta 0)
-            shift = {p: {s: x['token_shift'] for s, x in at.get((arm, p), {}).get('mismatch_per_seed', {}).items()
-                         if x.get('token_shift') is not None} for p in (e, late)}
+            shift = {p: token_shifts(at, arm, p) for p in (e, late)}
             m['token_shift'] = {str(p): mean_ci(list(v.values()))[0] if v else None for p, v in shift.items()}
             if m.get('growth'):
                 retest(m['growth'], [(1, 'late', shift[late])], [(1, 'early', shift[e])], delta, areas=False)
@@ -568,11 +554,13 @@ def summarize(runs, cfg, lists, study_argv):
             arm['pending_seeds'].append(run.seed)
             continue
         arm['seeds'].append(run.seed)
-        per_run.setdefault(name, {})[run.seed] = run_outcome(run, cfg)
+        task = primary_task(run, cfg)
+        by_m = curve(run.eval, task)     # arm_outcomes' (fit_iter, accuracy at extrap_multiple or None, the curve)
+        per_run.setdefault(name, {})[run.seed] = (run.fit_iter, by_m.get(cfg['extrap_multiple']), by_m)
         for variant, record in run.evals.items():
             by_variant.setdefault(name, {}).setdefault(variant, {})[run.seed] = (
-                run.fit_iter, None, curve(record, primary_task(run, cfg)))
-        primary.setdefault(name, {})[primary_task(run, cfg)] = None
+                run.fit_iter, None, curve(record, task))
+        primary.setdefault(name, {})[task] = None
         if run.mismatch is not None:
             arm.setdefault('mismatch_per_seed', {})[str(run.seed)] = run.mismatch
         for task, accs in run.eval['length_eval'].items():
@@ -587,9 +575,6 @@ def summarize(runs, cfg, lists, study_argv):
             values = {k: [m[k] for m in per_seed if m.get(k) is not None] for k in MISMATCH}
             arm['mismatch'] = {k: mean_std(v)[0] if v else None for k, v in values.items()}
             arm['mismatch_sd'] = {k: mean_std(v)[1] if v else None for k, v in values.items()}   # over seeds
-        for task in arm['tasks'].values():
-            for point in task.values():
-                point['mean'], point['std'] = mean_std(list(point['per_seed'].values()))
     for name, variants in by_variant.items():
         arms_out[name]['variants'] = variant_outcomes(variants, per_run.get(name, {}), cfg,
                                                       arms_out[name].get('fixed_steps'))

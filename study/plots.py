@@ -48,11 +48,6 @@ def median_while_most_train(per_seed):
     return kept, [statistics.median(p[it] for p in per_seed.values() if it in p) for it in kept]
 
 
-def area_of(arm):
-    """{seed: area} of an arm's entry in results.json."""
-    return arm['area']['per_seed']
-
-
 def early_late_panel(ax, results, per_seed):
     """A study of cooled snapshots, arm by arm: each run a line from its value cooled at the early
     snapshot (left) to its value cooled at the late one (right), each side's median a bar.
@@ -69,13 +64,6 @@ def early_late_panel(ax, results, per_seed):
             if values:
                 ax.plot([x - 0.12, x + 0.12], [statistics.median(values.values())] * 2, color=colour[arm], lw=2.5)
     ax.set_xticks(range(len(colour)), list(colour), fontsize=8)      # the caller's x label names the two points
-
-
-def dots_with_median(ax, x, values, color, label=None, jitter=0.04, half=0.3):
-    """One group of an area plot: each value a dot, spread around x so none hides another, their median a bar."""
-    n = len(values)
-    ax.plot([x + jitter * (k - (n - 1) / 2) for k in range(n)], values, 'o', color=color, alpha=0.6, ms=4, label=label)
-    ax.plot([x - half, x + half], [statistics.median(values)] * 2, color=color, lw=2.5)
 
 
 def plot(results, curves, out):
@@ -125,8 +113,10 @@ def plot(results, curves, out):
     def by_arm(ax, panel):            # every run's area a dot, each arm's median a bar, its median range above
         shown = [(n, a) for n, a in arms.items() if a['area']['per_seed']]
         for i, (name, arm) in enumerate(shown):
-            areas = list(arm['area']['per_seed'].values())
-            dots_with_median(ax, i, areas, colour[base[name]])
+            areas, color = list(arm['area']['per_seed'].values()), colour[base[name]]
+            n = len(areas)         # the dots spread around i so that none hides another
+            ax.plot([i + 0.04 * (k - (n - 1) / 2) for k in range(n)], areas, 'o', color=color, alpha=0.6, ms=4)
+            ax.plot([i - 0.3, i + 0.3], [statistics.median(areas)] * 2, color=color, lw=2.5)
             ax.text(i, min(0.97, max(areas) + 0.04), f"range {range_text(arm['range'])}", ha='center', fontsize=8)
         ax.set_xticks(range(len(shown)), [n for n, _ in shown], fontsize=8)
 
@@ -136,7 +126,7 @@ def plot(results, curves, out):
             eval_lengths.plot_panels([f"each run cooled {at_point(long['early'], fixed)} (left) and "
                                       f"{at_point(long['late'], fixed)} (right) "
                                       + ("steps of its own training" if fixed else "steps past the fit")],
-                                     lambda ax, _: early_late_panel(ax, results, area_of),
+                                     lambda ax, _: early_late_panel(ax, results, lambda a: a['area']['per_seed']),
                                      os.path.join(out, 'area_by_arm.png'), 'arm',
                                      f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
         else:
@@ -174,21 +164,16 @@ def plot(results, curves, out):
                                  'training step', 'accuracy (thin: one run each)', log2=False)
 
 
-def mid_multiple(arm):
-    """(task, multiple) where an arm's median accuracy over its runs is nearest 0.5: where a loss of
-    length shows, not where every run is at 1 or at 0. (None, None) for an arm with no eval."""
-    if not arm.get('tasks'):
-        return None, None
-    task = next(iter(arm['tasks']))
-    accs = arm['tasks'][task]
-    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
-
-
 def mid_range(res):
-    """mid_multiple of the control of a study of snapshots, cooled late; None before it is evaluated."""
+    """(task, multiple) where the median accuracy over its runs of a study of snapshots' control, cooled late, is
+    nearest 0.5: where a loss of length shows, not where every run is at 1 or at 0; None before it is evaluated."""
     late = (res['rule']['control'], res['long']['late'])
     ctrl = next((a for a in res['arms'].values() if (a['arm'], a['point']) == late and a['tasks']), None)
-    return mid_multiple(ctrl) if ctrl else None
+    if ctrl is None:
+        return None
+    task = next(iter(ctrl['tasks']))
+    accs = ctrl['tasks'][task]
+    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
 
 
 def draw_headline(res, path):
@@ -196,7 +181,7 @@ def draw_headline(res, path):
     control is mid-range, cooled early (left) and late (right) in its own training, one line per run, arm by arm
     (python -m study.report draws it)."""
     task, m = mid_range(res)
-    panels = {'area (mean accuracy, 1x..64x)': area_of,
+    panels = {'area (mean accuracy, 1x..64x)': lambda a: a['area']['per_seed'],
               f"accuracy at {m}x (the control's mid-range)":
                   lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
     e, late = res['long']['early'], res['long']['late']

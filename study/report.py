@@ -37,6 +37,11 @@ def fmt_ci(x, ci):
     return '-' if x is None else f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
 
 
+def fmt_difference(t):
+    """A paired test's mean difference with its 95% interval, as every table prints it: '+0.031 [+0.010, +0.051]'."""
+    return f"{t['difference']:+.3f}" + (f" {fmt_interval(t['ci95'])}" if t['ci95'] else '')
+
+
 def row(*cells):
     return '| ' + ' | '.join(map(str, cells)) + ' |'
 
@@ -104,8 +109,7 @@ def area_table(results):
         v = (arm.get('vs_control') or {}).get('area') or {}
         t, t0 = v.get('left_out'), v.get(second)
         if t:
-            ci = '' if t['ci95'] is None else f" {fmt_interval(t['ci95'])}"
-            cells += [f"{t['difference']:+.3f}{ci} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
+            cells += [f"{fmt_difference(t)} ({len(t['seeds'])} seeds, against {control_of(results, name)})",
                       f"{fmt_p(t['p'])} ({fmt_p(t.get('p_holm'))})", verdict(t, shift), robustness(t),
                       str(t['seeds_for_power'] or '-'), never_fit_text(t, t0, shift, fixed)]
         else:
@@ -158,19 +162,16 @@ def what_tests_support(results):
     rule, arms, c, alpha = results['rule'], results['arms'], results['rule']['control'], results['rule']['alpha']
     m, delta, fixed = rule['extrap_multiple'], rule.get('delta', DELTA), fixed_steps(results)
     out = [f"Pre-registered rule: {rule['fit']}; {rule['extrapolates']}; control: {c or 'none (no tests)'}."]
+
+    def unfit(key, what):        # '3 of 24 <what> (vpad seeds 1, 2; none seed 5).', where any is
+        named = [f"{n} seed{'s' if len(a[key]) > 1 else ''} {', '.join(map(str, a[key]))}" for n, a in arms.items()
+                 if a[key]]
+        return [f"{sum(len(a[key]) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} {what} "
+                f"({'; '.join(named)})."] if named else []
     if fixed:
         out.append(f"At fixed steps: {rule['fixed_steps']}.")
-        unfit = [f"{n} seed{'s' if len(a['not_fit_by_then']) > 1 else ''} {', '.join(map(str, a['not_fit_by_then']))}"
-                 for n, a in arms.items() if a['not_fit_by_then']]
-        if unfit:
-            out.append(f"{sum(len(a['not_fit_by_then']) for a in arms.values())} of "
-                       f"{sum(a['runs'] for a in arms.values())} runs at their points were not fit by then "
-                       f"({'; '.join(unfit)}).")
-    never = [f"{n} seed{'s' if len(a['never_fit']) > 1 else ''} {', '.join(map(str, a['never_fit']))}"
-             for n, a in arms.items() if a['never_fit']]
-    if never:
-        out.append(f"{sum(len(a['never_fit']) for a in arms.values())} of {sum(a['runs'] for a in arms.values())} "
-                   f"finished runs never fit ({'; '.join(never)}).")
+        out += unfit('not_fit_by_then', 'runs at their points were not fit by then')
+    out += unfit('never_fit', 'finished runs never fit')
     if not c:
         return ' '.join(out + ['No control is set, so nothing is tested.'])
     compared = {n: a['vs_control'] for n, a in arms.items() if a.get('vs_control')}
@@ -184,9 +185,8 @@ def what_tests_support(results):
                 'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
                 if 'deteriorates' in rule else 'Primary, the area paired by seed')
         out.append(f"{head} ({rule['label']}): " + '; '.join(
-            f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {t['difference']:+.3f}"
-            + (f" {fmt_interval(t['ci95'])}" if t['ci95'] else '')
-            + f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
+            f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {fmt_difference(t)}"
+            f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
             for n, t in areas.items()) + '.')
         out.append("Secondary:")
     tested = {n: v for n, v in compared.items() if v['fisher']}
@@ -239,9 +239,8 @@ def diff_cells(t, delta, robust=True):
     """A paired test's cells: mean [95% CI], seeds, p (Holm), verdict (robust: with the seeds that change it)."""
     if not t:
         return ['-'] * 4
-    ci = '' if t['ci95'] is None else f" {fmt_interval(t['ci95'])}"
     holm = f" ({fmt_p(t['p_holm'])})" if t.get('p_holm') not in (None, t['p']) else ''
-    return [f"{t['difference']:+.3f}{ci}", str(len(t['seeds'])), fmt_p(t['p']) + holm,
+    return [fmt_difference(t), str(len(t['seeds'])), fmt_p(t['p']) + holm,
             verdict(t, delta) + (flips_text(t) if robust else '')]
 
 
@@ -486,14 +485,13 @@ def paired_row(claim, link, what, t, delta, holm_p=True, t0=None, fixed=False):
     """One row of a paired comparison: its effect, raw p, Holm p, seeds and the label its interval gives,
     with the 90% interval where it decides words of the label (equivalent, or within +-delta), and
     the never-fit-as-0 analysis (t0; at fixed steps, fit runs only) where its label differs."""
-    ci = f" {fmt_interval(t['ci95'])}" if t['ci95'] else ''
     text = verdict(t, delta)
     if within(text):
         text += f", 90% {fmt_interval(t['ci90'])}"
     text += flips_text(t)
     if t0 and decision(verdict(t0, delta)) != decision(verdict(t, delta)):
-        text += f"; {'fit runs only' if fixed else 'never fit as 0'}: {verdict(t0, delta)}"
-    return (f"| {claim} | {link} | {what}, {t['difference']:+.3f}{ci} | {fmt_p(t['p'])} | "
+        text += f"; {second_name(fixed)}: {verdict(t0, delta)}"
+    return (f"| {claim} | {link} | {what}, {fmt_difference(t)} | {fmt_p(t['p'])} | "
             f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {text} |")
 
 
@@ -629,16 +627,21 @@ def with_table(readme, tbl, begin, end):
 
 
 def load(name):
-    """A committed study's results.json, refused in one line where it is missing, empty or holds a value that
-    no summary writes (the README tables are never written over from less)."""
+    """A committed study's results.json (read_summary)."""
     path = os.path.join(ROOT, 'results', name, files.RESULTS)
-    fix = f"restore it (git checkout -- {os.path.relpath(path, ROOT)}) or rerun python ablate.py config/{name}.py"
+    shown = os.path.relpath(path, ROOT)
+    return read_summary(path, shown, f"restore it (git checkout -- {shown}) or rerun python ablate.py config/{name}.py")
+
+
+def read_summary(path, shown, fix):
+    """A results.json (named `shown` in a refusal), refused in one line ending in `fix` where it is missing, empty
+    or holds a value that no summary writes: no table, label or results.md is ever written from less."""
     if not os.path.isfile(path):
-        raise SystemExit(f"{os.path.relpath(path, ROOT)} is missing: {fix}")
+        raise SystemExit(f"{shown} is missing: {fix}")
     res = files.read_json(path, fix)
     why = not_numbers({k: res[k] for k in ('arms', 'long', 'comparisons') if k in res}) if res else 'it is empty'
     if why:
-        raise SystemExit(f"{os.path.relpath(path, ROOT)}: {why}; {fix}")
+        raise SystemExit(f"{shown}: {why}; {fix}")
     return res
 
 
@@ -659,16 +662,13 @@ def not_numbers(o, path=''):
     for k, v in o.items():
         where = f"{path}/{k}".lstrip('/')
         numbers = v.values() if k == 'per_seed' and isinstance(v, dict) else v if isinstance(v, list) else [v]
-        if (k in NUMBERS or k == 'per_seed') and not all(x is None or is_number(x) for x in numbers):
+        if (k in NUMBERS or k == 'per_seed') and not all(
+                x is None or isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
             return f"{where} is {json.dumps(v)[:60]}, not a number"
         why = not_numbers(v, where)
         if why:
             return why
     return None
-
-
-def is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # -----------------------------------------------------------------------------
@@ -777,8 +777,7 @@ def area_cell(res, arm, kind, variant):
 
 
 def test_cell(t, holm_over, fixed, delta):
-    ci = f" {fmt_interval(t['ci95'])}" if t['ci95'] else ''
-    return (f"{t['difference']:+.3f}{ci}, Holm {fmt_p(t['p_holm'])} over {holm_over}, {len(t['seeds'])} seeds: "
+    return (f"{fmt_difference(t)}, Holm {fmt_p(t['p_holm'])} over {holm_over}, {len(t['seeds'])} seeds: "
             f"{verdict(t, delta)}{flips_text(t)}" + ('' if fixed else ' (secondary)'))
 
 
@@ -881,10 +880,7 @@ def rewrite(paths):
     """python -m study.report results/<study>/results.json ...: each one's labels and robustness from its numbers,
     and results.md beside it."""
     for path in paths:
-        results = files.read_json(path, f"restore it (git checkout {path}) or rerun its study")
-        why = not_numbers({k: results[k] for k in ('arms', 'long', 'comparisons') if k in results})
-        if why:
-            raise SystemExit(f"{path}: {why}; restore it (git checkout -- {path}) or rerun its study")
+        results = read_summary(path, path, f"restore it (git checkout -- {path}) or rerun its study")
         rederive(results)
         out = os.path.join(os.path.dirname(path), files.RESULTS_MD)
         with rundir.writing(out, 'the summary', 'rerun this command'):

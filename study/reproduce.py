@@ -13,13 +13,12 @@ go to out/reproduce/<study>/<arm>/seed<k> and are kept: a rerun continues or reu
 
 import os
 import shutil
-import subprocess
 
 from base import rundir
 from study import files
 from study.evals import evaluate
 from study.outcomes import area_and_range, machine_of
-from study.runs import command, state, stop_trainers, trainer_env
+from study.runs import command, run_trainer, state, trainer_env
 
 OUT = os.path.join('out', 'reproduce')
 THREADS = 1                       # torch threads per run: the studies' (--workers=2 on 2 cores)
@@ -65,20 +64,13 @@ def reproduce(runs, study_cfg, arm, k, mults, rerun):
                 shutil.rmtree(run.dir)            # a start that died before its first checkpoint
             os.makedirs(run.dir, exist_ok=True)
             print(f"[seed {run.seed}] training -> {run.dir}/{files.TRAIN_LOG}")
-            with open(os.path.join(run.dir, files.TRAIN_LOG), 'a') as log:
-                child = subprocess.Popen(command(run, run.state == 'partial'), stdout=log, stderr=subprocess.STDOUT,
-                                         env=trainer_env(THREADS))
-                try:
-                    code = child.wait()
-                except BaseException:         # a Ctrl-C to this process alone: the trainer stops at a checkpoint too
-                    stop_trainers([child])
-                    raise
+            code = run_trainer(command(run, run.state == 'partial'), run.dir, trainer_env(THREADS))
             if code or state(run) != 'done':
                 raise SystemExit(f"[seed {run.seed}] training failed: see {run.dir}/{files.TRAIN_LOG}; rerun this "
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
-        evaluate([run], mults, study_cfg['eval_samples'])
+        evaluate([run], mults, study_cfg['eval_samples'], mismatch=False)
         rundir.stop_if_asked()              # (an exit torch swallowed inside the eval)
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])

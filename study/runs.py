@@ -47,7 +47,7 @@ def differing(saved, wanted):
 @dataclass
 class Run:
     """One run of the grid: what ablate.plan makes of it (arm to reused), then what the grid learns of it
-    (state to after_fit) and, while ablate.py trains it here, its trainer (proc to t0)."""
+    (state to fit_iter) and, while ablate.py trains it here, its trainer (proc to t0)."""
     arm: str                                # its arm (a reused run: this study's arm, not its source's)
     seed: int                               # its training seed, --seed
     dir: str                                # its run dir: grid_dir/<arm>/seed<k>, a branch's <trunk dir>/cooldown<k>
@@ -69,7 +69,6 @@ class Run:
     provenance: Optional[dict] = None       # its committed record's provenance (study.evals.provenance_of)
     mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet
     fit_iter: Optional[int] = None          # the step it fit at (study.outcomes.find_fit); None: never fit
-    after_fit: Optional[list] = None        # its quick evals from the fit on: [(iter, {task: {'<m>x': acc}})]
     proc: Optional[subprocess.Popen] = None   # its trainer, a train.py process
     train_log: Optional[IO] = None          # the open train.log the trainer writes to
     lock: Optional[rundir.DirLock] = None   # the run dir's lock, handed to the trainer
@@ -192,7 +191,7 @@ def last_progress(run):
 def no_snapshots(trunk):
     """A finished trunk that never fit wrote no snapshot past its fit: its branches can never train (a trunk
     at fixed steps writes its snapshots fit or not)."""
-    return not trunk.fixed_steps and trunk.records[-1].get('fit_iter') is None
+    return not trunk.fixed_steps and fit_of(trunk) is None
 
 
 def strand(runs, never):
@@ -273,6 +272,19 @@ def stop_trainers(procs):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def run_trainer(cmd, run_dir, env, **popen):
+    """Run a trainer to its end, its output appended to the run dir's train.log (a job's, a --reproduce run's);
+    an exception meanwhile (a Ctrl-C to this process alone, a job's signal) stops it as a Ctrl-C would, its last
+    checkpoint intact, rather than leaving it to be killed mid-write. -> its exit code"""
+    with open_train_log(run_dir, cmd) as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, **popen)
+        try:
+            return proc.wait()
+        except BaseException:
+            stop_trainers([proc])
+            raise
 
 
 def tail(run_dir, name):

@@ -149,7 +149,7 @@ def pearson(xs, ys):
     return r, ci and [float(ci.low), float(ci.high)], n
 
 
-def power_fisher(p1, p2, n, alpha=0.05):
+def power_fisher(p1, p2, n, alpha=TESTS['alpha']):
     """Power of the two-sided Fisher test at level alpha, n runs per arm, true rates p1 and p2, summed exactly
     over both binomials: given the total t of successes the test rejects the least likely tables
     (hypergeometric weights, integers: ties exact) while their mass is <= alpha."""
@@ -167,28 +167,23 @@ def power_fisher(p1, p2, n, alpha=0.05):
     return float(power)
 
 
-def seeds_for_power(p1, p2, power=0.8, alpha=0.05, n_max=200):
-    """The smallest n per arm at which power_fisher reaches `power`: an int, f'>{n_max}', or None when
+def seeds_for_power(p1, p2, n_max=200):
+    """The smallest n per arm at which power_fisher reaches TESTS' power: an int, f'>{n_max}', or None when
     p1 == p2 (no effect: no n suffices)."""
     if p1 == p2:
         return None
-    return next((n for n in range(1, n_max + 1) if power_fisher(p1, p2, n, alpha) >= power), f'>{n_max}')
+    return next((n for n in range(1, n_max + 1) if power_fisher(p1, p2, n) >= TESTS['power']), f'>{n_max}')
 
 
-def seeds_for_shift(sd, shift, power=0.8, alpha=0.05):
-    """Paired seeds that detect a mean shift `shift` of differences with standard deviation sd, two-sided at
-    alpha (normal approximation: ((z_(1-alpha/2) + z_power) sd / shift)^2), and never fewer than the sign flip
-    needs to reach alpha at all (its smallest p is 2 / 2^n: 6 seeds at 0.05). None when sd is unknown."""
+def seeds_for_shift(sd, shift):
+    """Paired seeds that detect a mean shift `shift` of differences with standard deviation sd, at TESTS' power
+    and alpha (normal approximation: ((z_(1-alpha/2) + z_power) sd / shift)^2), and never fewer than the sign
+    flip needs to reach alpha at all (its smallest p is 2 / 2^n: 6 seeds at 0.05). None when sd is unknown."""
     if sd is None:
         return None
-    z = sp.norm.ppf(1 - alpha / 2) + sp.norm.ppf(power)
+    alpha = TESTS['alpha']
+    z = sp.norm.ppf(1 - alpha / 2) + sp.norm.ppf(TESTS['power'])
     return max(math.ceil(math.log2(2 / alpha)), math.ceil((z * sd / shift) ** 2))
-
-
-def power_for_shift(n, sd, shift, alpha=0.05):
-    """The power of n paired seeds for a mean shift (what seeds_for_shift inverts): Phi(|shift| sqrt(n) / sd -
-    z_(1-alpha/2))."""
-    return float(sp.norm.cdf(abs(shift) * math.sqrt(n) / sd - sp.norm.ppf(1 - alpha / 2)))
 
 
 def deteriorates(accs, drop, consecutive):
@@ -222,7 +217,7 @@ def flips_text(t):
     return '' if not r or r['survives'] else f"; changes without seed {', '.join(map(str, r['flips']))}"
 
 
-def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
+def label(p_holm, ci90, ci95, delta, ceiling=False):
     """A comparison's verdict from its test (the sign flip) and that test's intervals: 'higher' / 'lower' where
     the Holm-adjusted p is <= alpha (the unadjusted 95% interval then excludes 0), followed by ', within +-delta'
     where the unadjusted 90% interval lies inside (-delta, +delta) too (resolved, too small to matter);
@@ -233,6 +228,7 @@ def label(p_holm, ci90, ci95, delta, alpha=0.05, ceiling=False):
     if ci95 is None:
         return 'not resolved: one seed' + ', at the ceiling' * ceiling
     lo, hi = ci95
+    alpha = TESTS['alpha']
     excludes_0 = (lo is not None and lo > 0) or (hi is not None and hi < 0)
     bound = None if ci90 is None or None in ci90 else max(-ci90[0], ci90[1])   # the 90% bound farthest from 0
     inside = bound is not None and bound < delta
@@ -257,8 +253,9 @@ def verdict(t, delta):
     return label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, ceiling=ceiling)
 
 
-def label_rule(delta, alpha=0.05):
+def label_rule(delta):
     """The wording of label() in one sentence, as a summary states its rule (results.json, results.md)."""
+    alpha = TESTS['alpha']
     return (f"from the paired difference's sign-flip test: 'higher' / 'lower' where its Holm-adjusted p (within "
             f"its family) is <= {alpha}, followed by ', within +-{delta:g}' where its unadjusted 90% interval lies "
             f"inside +-{delta:g} too (a difference too small to matter); 'equivalent within +-{delta:g}' where that "
@@ -281,7 +278,7 @@ def within(text):
     return decision(text) == 'equivalent' or ', within +-' in text
 
 
-def leave_one_out(tests, delta, alpha=0.05):
+def leave_one_out(tests, delta):
     """One Holm family's robustness, each seed left out of every test of the family in turn: each test's range
     of Holm p, whether its decision survives, the seeds whose removal changes it. In place."""
     seeds = sorted({s for t in tests for s in t['per_seed']}, key=int)
@@ -290,10 +287,10 @@ def leave_one_out(tests, delta, alpha=0.05):
         kept = [sign_flip(d) if len(d) > 1 else None
                 for d in ([d for s, d in t['per_seed'].items() if s != out] for t in tests)]
         for t, k, p in zip(tests, kept, holm([k['p'] if k else 1.0 for k in kept])):
-            runs[id(t)].append((out, p, decision(label(p, k['ci90'], k['ci95'], delta, alpha)) if k else
+            runs[id(t)].append((out, p, decision(label(p, k['ci90'], k['ci95'], delta)) if k else
                                 'not resolved'))
     for t in tests:
-        got, keep = runs[id(t)], decision(label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta, alpha))
+        got, keep = runs[id(t)], decision(label(t.get('p_holm', t['p']), t['ci90'], t['ci95'], delta))
         if got:
             t['leave_one_out'] = {'p_holm': [min(p for _, p, _ in got), max(p for _, p, _ in got)],
                                   'survives': all(d == keep for _, _, d in got),
