@@ -17,6 +17,9 @@ nope_every = 2
 short_conv = 0
 dropout = 0.1
 dropout_site = 'vpad'
+# the readable path: the fast kernels' first compile costs a process ~15 s on a cold cache (a fresh clone), and
+# test_model checks them against these definitions
+fast_kernels = False
 weight_decay = 0.0
 batch_size = 32
 learning_rate = 2e-3

@@ -302,6 +302,7 @@ def test_damaged_caches_are_computed_again_and_a_damaged_summary_set_aside(tmp_p
     assert (results / 'results.json.bad').read_text() == '[1, 2]' 
 
 
+@pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
 def test_only_the_study_configs_own_grid_writes_its_results_dir(tmp_path, capsys):
     """A committed summary (results_dir) changes only when its study config's own grid is rerun: a
     dry run writes nothing, a subset of arms or any other smaller grid sends its summary to grid_dir,
@@ -363,6 +364,7 @@ def test_a_run_another_process_holds_is_skipped(tmp_path, capsys):
     held.release()
 
 
+@pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
 def test_a_trunks_branches_are_planned_after_it_and_wait_for_its_snapshot(tmp_path, capsys):
     """A study of trunks (snapshots_after_fit): each trunk's cooldown branches are runs of the grid, in
     <trunk>/cooldown<k>, that resume the snapshot the trunk writes at fit + k; a dry run lists them
@@ -465,6 +467,7 @@ def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_mark
     assert '| none at 2 | 1 (not fit by then) |' in md and 'change at 2 -> at 4' in md
 
 
+@pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
 def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys):
     cfg = study(tmp_path)
     ablate_here(cfg, '--arms=wd', '--seeds=1', '--max_iters=2')
@@ -1075,6 +1078,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     assert drawn['accuracy_vs_length.png'] == [f"niah_single, cooled at {p}" for p in (6000, 11000, 16000)]
 
 
+@pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
 def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_path):
     """fit_plus_reading=4000, fit_plus_window=1500 on planted runs at 6000, 11000, 16000 (areas 0.5 + 0.01 x the
     point's index + seed/100 for none, 0.1 higher for vpad): a run fit at 3000 is read at 6000 (fit + 4000 = 7000),

@@ -53,7 +53,8 @@ def test_mismatch_measures_planted_shifts_and_subtracts_the_mask_noise_floor():
 
 def test_mismatch_diagnostic_separates_the_sites():
     torch.manual_seed(0)
-    cfg = dict(vocab_size=256, n_layer=3, n_head=4, n_embd=64, dropout=0.1, window=32, nope_every=0, short_conv=0)
+    cfg = dict(vocab_size=256, n_layer=3, n_head=4, n_embd=64, dropout=0.1, window=32, nope_every=0, short_conv=0,
+               fast_kernels=False)     # the readable sites: the same masks and math as the kernels, no compile
     base = GPT(GPTConfig(**cfg))
     with torch.no_grad():
         # as in trained models: coordinates with non-zero means, residual branches that matter

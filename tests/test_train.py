@@ -1150,7 +1150,7 @@ def test_many_real_ctrl_cs_each_end_a_vpad_run_in_one_line(tmp_path):
     for i in range(30):
         proc = subprocess.Popen([sys.executable, 'train.py', 'tests/base_config.py', *TINY, *on(data),
                                  f'--out_dir={tmp_path / f"run{i}"}', '--max_iters=400', '--eval_interval=200',
-                                 '--dropout_site=vpad'],
+                                 '--dropout_site=vpad', '--fast_kernels=True'],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ONE_THREAD)
         proc.stdout.readline()                     # "Overriding config with ...": the script runs
         time.sleep(rng.uniform(0, 5))
