@@ -1312,9 +1312,9 @@ def test_a_job_the_scheduler_cannot_name_is_read_from_its_files_and_a_starting_o
     but whose trainer has not taken the run dir since it was submitted is STARTING while its files are fresh,
     ENDED once they are quiet; one whose trainer took the run dir and let go (killed) is ENDED at once."""
     import types
-    sub, out, err = tmp_path / 'submitted.pkl', tmp_path / 'job_log.out', tmp_path / 'job_log.err'
+    sub, out = tmp_path / 'submitted.pkl', tmp_path / 'job_log.out'
     job = types.SimpleNamespace(state='UNKNOWN', paths=types.SimpleNamespace(
-        result_pickle=tmp_path / 'result.pkl', stdout=out, stderr=err, submitted_pickle=sub))
+        result_pickle=tmp_path / 'result.pkl', stdout=out, submitted_pickle=sub))
     run = Run('none', 1, str(tmp_path), [], {}, [], True)
     (tmp_path / rundir.LOCK).write_text('123 host\n')                      # an earlier job's trainer, killed
     past = time.time() - 10

@@ -39,7 +39,7 @@ def test_a_part_that_fails_says_why_in_its_line_and_the_next_part_runs(tmp_path,
     gpu_check.main(['--dry=True', f'--out={tmp_path / "check.md"}'])
     lines = (tmp_path / 'check.md').read_text().splitlines()[-2:]
     assert lines[0].startswith('- bench (') and 'FAILED: train.py exited 1: config error: something' in lines[0]
-    assert lines[1].startswith('- main (') and ': ran' in lines[1]
+    assert lines[1].startswith('- main (') and lines[1].endswith(f": ran [dry: {gpu_check.CPU_ONLY['main']}]")
 
 
 def test_a_dry_run_never_writes_into_results(tmp_path):
