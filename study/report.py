@@ -477,8 +477,8 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
                              '3-4 at 4 layers x 128, at 16000 steps: VPAD against none')),
            ('study_long_mamba2', ('1, on Mamba2', '5, late in training')),
            ('study_sites_mamba2', '5. the same on Mamba2'),
-           ('study_mamba2_states', {'primary': "5, Mamba2's own fix: training from carried states, and a site added "
-                                               "to it (6000 steps)",
+           ('study_mamba2_states', {'primary': "5, the recurrent fix: training from carried states, and a site "
+                                               "added to it (6000 steps; carried runs fit later)",
                                     'sites': '5 on fresh seeds (71-80), at 6000 steps'})]
 EXTRA = ['study_scale']   # studies checked for mixed machines, not in the table
 LONG = 'study_long'       # the headline figure's study
