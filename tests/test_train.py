@@ -22,6 +22,7 @@ from base import rundir
 import sample_data
 from base import schedule
 import train
+import train_checks
 from configurator import configure, settings_of
 from model import GPTConfig
 
@@ -304,7 +305,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = train.load_start(path, resume=True)
+    back = train_checks.load_start(path, resume=True)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
     # the next owner of the dir finds the dead writer's temp file, and removes it
     assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
@@ -815,7 +816,7 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
                           ({'snapshots_at_iter': '4,6', 'max_iters': 6},
                            'snapshots_at_iter needs branches that decay')):
         with pytest.raises(SystemExit, match=words) as e:
-            train.check_config({**base, **change}, here=False)
+            train_checks.check_config({**base, **change}, here=False)
         assert len(str(e.value.code).splitlines()) == 1
 
 
@@ -944,7 +945,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
 
     def note(**kw):
         cfg = {**base, **kw}
-        return train.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in train.MODEL_KEYS}, vocab_size=1))
+        return train_checks.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in train_checks.MODEL_KEYS}, vocab_size=1))
     assert note() == [] and note(window=16) == []           # TINY: nope_every=2, so one layer of two uses RoPE
     assert note(nope_every=1, window=16) == [
         "window=16 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
@@ -962,7 +963,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
                                                             '(the decay runs over the last steps before max_iters)']
     assert note(cooldown_iters=100) == []                   # it decays over the last 100 steps before max_iters
     capsys.readouterr()
-    train.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
+    train_checks.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
     assert 'note: window=16 has no effect' in capsys.readouterr().out
 
 
@@ -971,12 +972,12 @@ def test_a_run_that_stops_inside_its_warmup_is_told_it_never_decays(tmp_path):
     never decays, which its cooldown_iters or cosine promised: a note says so."""
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}'],
                      quiet=True)
-    model = GPTConfig(**{k: base[k] for k in train.MODEL_KEYS}, vocab_size=1)
-    said = train.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
+    model = GPTConfig(**{k: base[k] for k in train_checks.MODEL_KEYS}, vocab_size=1)
+    said = train_checks.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
     assert said == ["the run stops at max_iters=60, inside its warmup (warmup_iters=100): its learning rate never "
                     "decays (cooldown_iters=20 has no effect)"]
-    assert not train.no_effect({**base, 'max_iters': 120, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
-    assert not train.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'decay_lr': False}, model)
+    assert not train_checks.no_effect({**base, 'max_iters': 120, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
+    assert not train_checks.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'decay_lr': False}, model)
 
 
 def schedule_of(cfg, fit=None):
