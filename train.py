@@ -21,8 +21,6 @@ import pathlib
 import shlex
 import sys
 import time
-from contextlib import nullcontext
-from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
@@ -32,6 +30,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from base import rundir
+from base.processes import Procs, setup_processes
 from base.schedule import Schedule, branch_argv, branch_overrides
 from model import GPT, CompiledOrEager
 import sample_data
@@ -110,51 +109,7 @@ seed = 1337                # seeds initial weights, batch order and dropout mask
 
 
 # -----------------------------------------------------------------------------
-# the processes (DDP ranks, devices and their share of a step) and the run's state
-
-class Procs(NamedTuple):
-    """This process's place in a run: its DDP rank, its device, and its share of a step's rows."""
-    ddp: bool
-    master: bool        # rank 0: owns the run dir, generates missing data, runs the evals, logs
-    rank: int
-    world_size: int
-    device: str         # 'cpu' or 'cuda:<local rank>'
-    dtype: str          # 'float32' or 'bfloat16' (autocast)
-    step_rows: int      # rows per step, all processes together
-    rank_rows: int      # this process's rows per step
-    micro_rows: int     # rows per micro-batch
-    micro_steps: int
-    device_type: str    # 'cpu' or 'cuda'
-
-    def autocast(self):
-        bf16 = self.dtype == 'bfloat16'
-        return torch.autocast(self.device_type, dtype=torch.bfloat16) if bf16 else nullcontext()
-
-
-def setup_processes(cfg):
-    """DDP: one process per device, launched by torchrun (else one process). -> Procs"""
-    ddp = int(os.environ.get('RANK', -1)) != -1
-    device, rank, world_size = rundir.pick_device(cfg['device']), 0, 1
-    if ddp:   # rank 0 alone generates missing data and runs the length evals; the others wait
-        backend = 'nccl' if device.startswith('cuda') else 'gloo'
-        dist.init_process_group(backend=backend, timeout=timedelta(hours=2))
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        if device.startswith('cuda'):
-            device = f"cuda:{os.environ['LOCAL_RANK']}"
-            torch.cuda.set_device(device)
-    step_rows = cfg['batch_size'] * cfg['gradient_accumulation_steps']
-    if step_rows % world_size:
-        raise SystemExit(f"config error: {step_rows} rows a step cannot be split over {world_size} "
-                         f"processes: make batch_size x gradient_accumulation_steps divisible")
-    rank_rows = step_rows // world_size
-    micro_rows = min(cfg['batch_size'], rank_rows)
-    dtype = rundir.pick_dtype(cfg['dtype'], device)
-    if device.startswith('cuda'):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    return Procs(ddp, rank == 0, rank, world_size, device, dtype, step_rows, rank_rows, micro_rows,
-                 -(-rank_rows // micro_rows), device.split(':')[0])
-
+# the seeds of a step's draws and the run's state
 
 def draw_seed(*parts):
     """A seed from (seed, step, micro-batch, ...): the same on every process and after a resume."""
@@ -285,7 +240,8 @@ def start_model(run, config):
             print(f"initialized from {path} (iter {ckpt['iter_num']}): weights only")
     model.to(run.procs.device)
     run.optimizer = model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
-                                               (cfg['beta1'], cfg['beta2']), run.procs.device_type)
+                                               (cfg['beta1'], cfg['beta2']),
+                                               run.procs.device.split(':')[0])
     if init_from == 'resume':
         run.optimizer.load_state_dict(ckpt['optimizer'])
         run.resumed, run.saved_iter = True, run.iter_num
@@ -367,9 +323,7 @@ def gather_carried(run):
         return None
     if not run.procs.ddp:
         return [run.carried]
-    everyone = [None] * run.procs.world_size
-    dist.all_gather_object(everyone, [[None if s is None else s.cpu() for s in m] if m else m for m in run.carried])
-    return everyone
+    return run.procs.everyones([[None if s is None else s.cpu() for s in m] if m else m for m in run.carried])
 
 
 def resume_carried(run, saved):
@@ -430,15 +384,6 @@ def log_progress(run, lr, n_step, dt):
           + (f", mfu {run.mfu * 100:.1f}%" if peak else "") + f", eta {eta / 60:.1f} min")
 
 
-def agree_on_fit(schedule, procs):
-    """DDP: every process takes the fit (so the decay and the stop) rank 0 decided."""
-    if procs.ddp:
-        fit = schedule.fit_iter
-        t = torch.tensor([-1 if fit is None else fit], device=procs.device)
-        dist.broadcast(t, 0)
-        schedule.fit_iter = None if t.item() < 0 else int(t.item())
-
-
 def initial_states(carried, cfg, gen):
     """The initial states of a micro-batch's Mamba2 layers (state_passing), from the final states its rows
     reached the step before (carried: one entry per layer, (rows, h, p, n) or None; None: a first step, zero
@@ -485,11 +430,7 @@ def train_step(model, optimizer, split, cfg, procs, step, lr, carried=None):
         # the mean over all n_step targets (DDP averages over processes, hence * world_size)
         (loss * (n * procs.world_size / n_step)).backward()
         loss_sum += loss.item() * n
-    if procs.ddp:  # the step's loss, not this process's share (in float64, as one process sums it)
-        t = torch.tensor([loss_sum], device=procs.device, dtype=torch.float64)
-        dist.all_reduce(t)
-        loss_sum = t.item()
-    loss_f = loss_sum / n_step
+    loss_f = procs.total(loss_sum) / n_step         # the step's loss, not this process's share
     if math.isfinite(loss_f):
         if cfg['grad_clip']:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['grad_clip'])
@@ -529,9 +470,7 @@ def start(argv):
         mine = os.path.join(out_dir, rundir.TOKENIZER)     # eval_lengths.py reads it here
         with rundir.writing(mine, 'the tokenizer', run.standing):
             rundir.write_atomic(mine, pathlib.Path(cfg['data_dir'], rundir.TOKENIZER).read_bytes())
-        print(f"tokens per iteration: {procs.step_rows * cfg['block_size']:,} ({procs.world_size} "
-              f"process(es) x {procs.micro_steps} micro-steps x {procs.micro_rows} rows x "
-              f"{cfg['block_size']} tokens); device {procs.device}, {procs.dtype}")
+        print(procs.describe(cfg['block_size']))
         reach = run.model.local_reach()
         if reach is not None:
             share = sample_data.beyond_reach(run.meta, reach)
@@ -547,7 +486,7 @@ def start(argv):
     run.tokens_per_sec, run.mfu = run.last.get('tokens_per_sec') or 0.0, run.last.get('mfu') or 0.0
     model = CompiledOrEager(run.model) if cfg['compile'] else run.model
     if procs.ddp:
-        cuda = procs.device_type == 'cuda'
+        cuda = procs.device.startswith('cuda')
         model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if cuda else None)
     return run, model
 
@@ -569,7 +508,7 @@ def main(argv):
                     stop = f"; stopping at iter {schedule.stop()}" if cfg['steps_after_fit'] else ""
                     print(f"fit at iter {it}: 1x accuracy >= {cfg['fit_accuracy']}{stop}")
                 log_eval(run, val_loss, accs, final)
-            agree_on_fit(schedule, procs)
+            schedule.fit_iter = procs.rank0s(schedule.fit_iter)     # the fit rank 0 found: its stop
             t_last, iter_last = time.time(), it     # the eval's time is not training time
         if it >= schedule.stop():                   # (the eval may have found the fit, so the stop)
             break

@@ -23,6 +23,7 @@ import sample_data
 from base import schedule
 import train
 import train_checks
+from base.processes import setup_processes
 from configurator import configure, settings_of
 from model import GPTConfig
 
@@ -198,6 +199,24 @@ def test_noise_states_of_a_one_row_micro_batch_are_finite_and_its_own_state():
     two = [torch.randn(2, 4, 16, 8)]
     drawn = train.initial_states(two, {'state_passing': 'noise'}, gen)[0]
     assert torch.isfinite(drawn).all() and drawn.shape == (2, 4, 16, 8) and not torch.equal(drawn, two[0])
+
+
+def test_the_tokens_per_iteration_line_states_an_uneven_split_as_it_is(monkeypatch):
+    """2 processes, 3 micro-batches of 32 rows a step: each process takes 48 rows, in a micro-batch of 32 and
+    one of the 16 left, so a step is 96 x 64 = 6,144 tokens, not 2 x 2 x 32 x 64. An even split reads as
+    before (2 processes, 2 micro-batches of 4: one micro-step of 4 rows each)."""
+    import torch.distributed as dist
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setattr(dist, 'init_process_group', lambda **kw: None)
+    monkeypatch.setattr(dist, 'get_rank', lambda: 0)
+    monkeypatch.setattr(dist, 'get_world_size', lambda: 2)
+    settings = {'device': 'cpu', 'dtype': 'float32', 'batch_size': 32, 'gradient_accumulation_steps': 3}
+    procs = setup_processes(settings)
+    assert (procs.rank_rows, procs.micro_rows, procs.micro_steps) == (48, 32, 2)
+    assert procs.describe(64) == ("tokens per iteration: 6,144 (2 process(es) x 2 micro-steps x 32 rows (16 in "
+                                  "the last) x 64 tokens); device cpu, float32")
+    even = setup_processes(settings | {'batch_size': 4, 'gradient_accumulation_steps': 2})
+    assert even.describe(96).startswith('tokens per iteration: 768 (2 process(es) x 1 micro-steps x 4 rows x 96')
 
 
 def test_noise_states_train_a_one_row_batch_to_finite_losses(data_dir, tmp_path):
