@@ -18,7 +18,6 @@ import json
 import math
 import os
 import pathlib
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from base import rundir
 from base.processes import Procs, setup_processes
-from base.schedule import Schedule, branch_argv, branch_overrides
+from base.schedule import Schedule, write_branch
 from model import GPT, CompiledOrEager
 import sample_data
 import eval_lengths
@@ -138,6 +137,7 @@ class Run:
     optimizer: object = None
     schedule: object = None        # Schedule: the fit, the learning rate, the stop, the snapshots
     best_val_loss: float = float('inf')
+    val_loss: Optional[float] = None     # at the last eval
     train_loss: Optional[float] = None
     tokens_per_sec: float = 0.0
     mfu: float = 0.0
@@ -247,25 +247,31 @@ def start_model(run, config):
         run.resumed, run.saved_iter = True, run.iter_num
         run.notes = {k: ckpt[k] for k in ('init_from', 'init_iter') if k in ckpt}
         run.last = {k: v for k, v in ckpt.items() if k not in ('model', 'optimizer')}
+        run.val_loss = run.last.get('val_loss')
 
 
 # -----------------------------------------------------------------------------
 # the evals, the checkpoint, the log and the step
 
 @torch.no_grad()
-def estimate_val_loss(model, split, cfg, procs):
-    """Mean loss per target over the same val rows every time (a fixed eval set)."""
+def validate(run):
+    """run.val_loss: the mean loss per target over the same val rows every time (a fixed eval set).
+    A val loss that is not finite stops the run."""
+    cfg, model, split = run.cfg, run.model, run.data['val']
     model.eval()
     total, count = 0.0, 0
     for k in range(cfg['eval_iters']):
         rows = [(k * cfg['batch_size'] + j) % split.n_rows for j in range(cfg['batch_size'])]
-        x, y = rows_to_batch(split, rows, cfg['block_size'], cfg['loss_on'], procs.device)
-        with procs.autocast():
+        x, y = rows_to_batch(split, rows, cfg['block_size'], cfg['loss_on'], run.procs.device)
+        with run.procs.autocast():
             _, loss, _ = model(x, y)
         n = int((y != -1).sum())
         total, count = total + loss.item() * n, count + n
     model.train()
-    return total / max(count, 1)
+    run.val_loss = total / max(count, 1)
+    if not math.isfinite(run.val_loss):
+        diverged(f"val loss is {run.val_loss} at iter {run.iter_num}", run)
+    run.best_val_loss = min(run.best_val_loss, run.val_loss)
 
 
 def diverged(what, run):
@@ -276,44 +282,22 @@ def diverged(what, run):
                      f"{run.cfg['learning_rate']}) or set grad_clip")
 
 
-def save(run, final):
-    """The checkpoint of this step, first: nothing is lost if the length eval fails. A resumed run
-    does not checkpoint its first step again. At a trunk's snapshot the state is also written as the
-    first checkpoint of its cooldown branch (once: a replayed step leaves alone a branch that may be
-    training). -> the step's val loss"""
-    cfg, first, it = run.cfg, run.resumed and run.iter_num == run.start_iter, run.iter_num
-    if first:
-        val_loss = run.last.get('val_loss')      # the checkpoint's, for a record its kill cut off
-    else:
-        val_loss = estimate_val_loss(run.model, run.data['val'], cfg, run.procs)
-        if not math.isfinite(val_loss):
-            diverged(f"val loss is {val_loss} at iter {it}", run)
-        run.best_val_loss = min(run.best_val_loss, val_loss)
-    snapshot = run.schedule.snapshot_at(it)
-    carried = gather_carried(run)
-    if not run.procs.master or first and snapshot is None:
-        return val_loss
-    state = {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
-             'model_args': run.model.config.__dict__, 'config': cfg, 'iter_num': it,
-             'best_val_loss': run.best_val_loss, 'val_loss': val_loss, 'train_loss': run.train_loss,
-             'tokenizer': run.tok.name, 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
-             'data_meta': run.meta, 'fit_iter': run.schedule.fit_iter, 'finished': final,
-             **({'carried_states': carried} if carried is not None else {}), **run.notes}
-    if snapshot is not None:
-        branch = cfg | branch_overrides(cfg, snapshot, run.schedule.fixed)
-        path = os.path.join(branch['out_dir'], rundir.CKPT)
-        if not os.path.exists(path):
-            with rundir.writing(path, f'the snapshot of iter {it}', run.standing):
-                os.makedirs(branch['out_dir'], exist_ok=True)
-                rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
-            argv = ['python', 'train.py', *branch_argv(run.argv, cfg, snapshot, run.schedule.fixed)]
-            print(f"snapshot at iter {it}{'' if run.schedule.fixed else f' (fit + {snapshot})'}; its cooldown "
-                  f"branch: {shlex.join(argv + ['--init_from=resume'])}")
-    if not first:
-        with rundir.writing(run.ckpt_path, f'the checkpoint of iter {it}', run.standing):
-            rundir.save_checkpoint(state, run.ckpt_path)
-        run.saved_iter = it
-    return val_loss
+def checkpoint(run, final, carried):
+    """The run at this step as its checkpoint holds it (carried: every process's carried states)."""
+    return {'model': run.model.state_dict(), 'optimizer': run.optimizer.state_dict(),
+            'model_args': run.model.config.__dict__, 'config': run.cfg, 'iter_num': run.iter_num,
+            'best_val_loss': run.best_val_loss, 'val_loss': run.val_loss,
+            'train_loss': run.train_loss, 'tokenizer': run.tok.name,
+            'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu, 'data_meta': run.meta,
+            'fit_iter': run.schedule.fit_iter, 'finished': final,
+            **({'carried_states': carried} if carried is not None else {}), **run.notes}
+
+
+def save(run, state):
+    """out_dir/ckpt.pt, replaced atomically: a kill or a full disk leaves the last one whole."""
+    with rundir.writing(run.ckpt_path, f'the checkpoint of iter {run.iter_num}', run.standing):
+        rundir.save_checkpoint(state, run.ckpt_path)
+    run.saved_iter = run.iter_num
 
 
 def gather_carried(run):
@@ -352,10 +336,10 @@ def length_eval(run, final):
     return accs
 
 
-def log_eval(run, val_loss, accs, final):
+def log_eval(run, accs, final):
     """The step's record in log.jsonl (appended, never torn) and its lines on stdout."""
     it = run.iter_num
-    record = {'iter': it, 'train_loss': run.train_loss, 'val_loss': val_loss,
+    record = {'iter': it, 'train_loss': run.train_loss, 'val_loss': run.val_loss,
               'lr': run.schedule.lr(it), 'tokens_per_sec': run.tokens_per_sec, 'mfu': run.mfu,
               'elapsed_s': round(time.time() - run.t_start, 1), 'length_eval': accs,
               'fit_iter': run.schedule.fit_iter, **({'final': True} if final else {}),
@@ -365,7 +349,7 @@ def log_eval(run, val_loss, accs, final):
         rundir.append_line(run.log_path, json.dumps(record))
     run.logged[it] = record
     run.provenance = None
-    loss, T = val_loss if val_loss is None else round(val_loss, 4), run.cfg['block_size']
+    loss, T = None if run.val_loss is None else round(run.val_loss, 4), run.cfg['block_size']
     for task, by_m in accs.items():
         shown = ", ".join(f"{int(m[:-1]) * T} ({m}): {'n/a (skipped)' if a is None else f'{a:.2f}'}"
                           for m, a in by_m.items())
@@ -499,15 +483,25 @@ def main(argv):
     model.train()
     while True:
         rundir.stop_if_asked()                      # a Ctrl-C whose exit was swallowed where it landed
-        it, final = run.iter_num, run.iter_num == schedule.stop()
-        if it % cfg['eval_interval'] == 0 or final or schedule.snapshot_at(it) is not None:
-            val_loss = save(run, final)
-            if procs.master and it not in run.logged:      # (logged already: a resume's first step)
-                accs = length_eval(run, final)
-                if schedule.observe(it, accs, final):
-                    stop = f"; stopping at iter {schedule.stop()}" if cfg['steps_after_fit'] else ""
-                    print(f"fit at iter {it}: 1x accuracy >= {cfg['fit_accuracy']}{stop}")
-                log_eval(run, val_loss, accs, final)
+        it = run.iter_num
+        final, snapshot = it == schedule.stop(), schedule.snapshot_at(it)
+        if it % cfg['eval_interval'] == 0 or final or snapshot is not None:
+            saved = it == run.saved_iter        # a resume's first step: written, with its val loss
+            if not saved:
+                validate(run)
+            carried = gather_carried(run)                   # (every process takes part)
+            if procs.master:        # the checkpoint first: nothing is lost if the length eval fails
+                state = checkpoint(run, final, carried)
+                if snapshot is not None:            # a trunk's: its branch starts from this state
+                    write_branch(state, run.argv, snapshot, schedule.fixed, run.standing)
+                if not saved:
+                    save(run, state)
+                if it not in run.logged:            # (logged already: a resume's first step)
+                    accs = length_eval(run, final)
+                    if schedule.observe(it, accs, final):
+                        stop = f"; stopping at iter {schedule.stop()}" if cfg['steps_after_fit'] else ""
+                        print(f"fit at iter {it}: 1x accuracy >= {cfg['fit_accuracy']}{stop}")
+                    log_eval(run, accs, final)
             schedule.fit_iter = procs.rank0s(schedule.fit_iter)     # the fit rank 0 found: its stop
             t_last, iter_last = time.time(), it     # the eval's time is not training time
         if it >= schedule.stop():                   # (the eval may have found the fit, so the stop)
