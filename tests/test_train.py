@@ -23,9 +23,9 @@ import sample_data
 from base import schedule
 import train
 import train_checks
-from base.processes import setup_processes
+from base.processes import Procs, setup_processes
 from configurator import configure, settings_of
-from model import GPTConfig
+from model import GPT, GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--window=32', '--nope_every=2', '--batch_size=4',
@@ -194,11 +194,36 @@ def test_noise_states_of_a_one_row_micro_batch_are_finite_and_its_own_state():
     made every later state and loss NaN): its draw is its own state. Two rows draw around their mean."""
     gen = torch.Generator().manual_seed(0)
     one = [torch.randn(1, 4, 16, 8), None]
-    drawn = train.initial_states(one, {'state_passing': 'noise'}, gen)
+    drawn = train.initial_states(one, 'noise', gen)
     assert drawn[1] is None and torch.equal(drawn[0], one[0])
     two = [torch.randn(2, 4, 16, 8)]
-    drawn = train.initial_states(two, {'state_passing': 'noise'}, gen)[0]
+    drawn = train.initial_states(two, 'noise', gen)[0]
     assert torch.isfinite(drawn).all() and drawn.shape == (2, 4, 16, 8) and not torch.equal(drawn, two[0])
+
+
+def test_a_step_returns_the_states_its_rows_reached_and_leaves_the_ones_it_started_from():
+    """train_step takes a Carried (per micro-step, the states each layer's rows start from) and returns a new
+    one, the final states its rows reached, detached: (rows, h, p, n) per Mamba2 layer, one entry per
+    micro-step. The Carried it was given is left as it was, so a caller that keeps it (a checkpoint being
+    written) keeps the states it saved."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_embd=32, block_pattern='M', d_state=8,
+                          headdim=16, chunk_size=8, dropout=0.0, dropout_site='none'))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = np.random.default_rng(0).integers(0, 64, 16 * 20 + 1).astype(np.uint16)
+    split = train.Split(ids, np.ones_like(ids), 20)
+    cfg = {'seed': 1, 'block_size': 16, 'loss_on': 'all', 'n_layer': 2, 'grad_clip': 1.0}
+    procs = Procs(False, True, 0, 1, 'cpu', 'float32', step_rows=6, rank_rows=6, micro_rows=4, micro_steps=2)
+    first = train.Carried('carry', [None, None])
+    _, _, reached = train.train_step(model, optimizer, split, cfg, procs, 0, 1e-3, first)
+    assert first.states == [None, None] and reached.how == 'carry'
+    assert [[tuple(s.shape) for s in m] for m in reached.states] == [[(4, 4, 16, 8)] * 2, [(2, 4, 16, 8)] * 2]
+    assert not any(s.requires_grad for m in reached.states for s in m)
+    kept = [[s.clone() for s in m] for m in reached.states]
+    _, _, after = train.train_step(model, optimizer, split, cfg, procs, 1, 1e-3, reached)
+    assert all(torch.equal(s, k) for m, km in zip(reached.states, kept) for s, k in zip(m, km))
+    assert not torch.equal(after.states[0][0], reached.states[0][0])
+    assert train.train_step(model, optimizer, split, cfg, procs, 2, 1e-3)[2] is None     # no state_passing
 
 
 def test_the_tokens_per_iteration_line_states_an_uneven_split_as_it_is(monkeypatch):
