@@ -71,8 +71,14 @@ pair_distance = -1          # mqar: -1, the pairs open the document (as in train
 # segments of it, each from the states the last one left (equal to one pass, tested), so memory is bounded by a
 # segment at any length. 2048 tokens x 8 examples ran fastest per token of the segments tried on a 2-core CPU.
 STREAM_SEGMENT = 2048
-SSM_GRID = tuple(2.0 ** k for k in range(-8, 3))   # 'auto''s candidates for s, log-spaced: 1/256 .. 4
-CALIBRATION_EXAMPLES = 32   # 'auto''s examples per task and length, from the stream 'calibration'
+# 'auto''s candidates for s, log-spaced, per scaling (results/study_mamba2_practice_pilot): a control's best dt
+# scale was 1/8 at 16x-32x (1/32 at 64x, near chance there) and every s above 1 lowered it; its best decay scale
+# lay at the top of 1/256..4 and then of 1/64..16 (faster decay), where this grid stops
+SSM_GRIDS = {'dt': tuple(2.0 ** k for k in range(-6, 2)),          # 1/64 .. 2
+             'decay': tuple(2.0 ** k for k in range(-6, 5))}       # 1/64 .. 16
+# 'auto''s examples per task and length, from the stream 'calibration': 16 keep a Mamba2 run's final eval to 1024x
+# (plain and calibrated) near 5 minutes on one core; with 32 a control's took about 8 (study_mamba2_practice_pilot)
+CALIBRATION_EXAMPLES = 16
 LONG = 64                   # eval_samples_long counts the examples past this multiple
 
 
@@ -392,7 +398,7 @@ def accuracy_on(model, examples, batch_size, device, scaling=None):
 
 def calibrate(model, tok, task, length, variant, n, batch_size, device, seed=0, distractors=0.0, pair_distance=None):
     """A calibrated Mamba2 scaling's s at one length (variant 'dt' or 'decay', '_layers' for one s per layer):
-    the value of SSM_GRID whose accuracy on CALIBRATION_EXAMPLES examples of the stream 'calibration' (none of
+    the value of SSM_GRIDS[its kind] whose accuracy on CALIBRATION_EXAMPLES examples of the stream 'calibration' (none of
     them one of the n examples evaluated) is highest, ties to the one nearest 1 (the smaller first); with
     '_layers', then each Mamba2 layer in turn its own s, the others held. Candidates go from 1 outward and
     stop at a perfect score. -> (s per Mamba2 layer, their accuracy on the calibration examples, [(scales,
@@ -406,7 +412,8 @@ def calibrate(model, tok, task, length, variant, n, batch_size, device, seed=0, 
     if not examples:
         raise ValueError(f"{task} at {length} tokens: no calibration example apart from the {n} evaluated")
     layers = sum(b.kind == 'M' for b in model.blocks)
-    order = sorted(SSM_GRID, key=lambda s: (abs(math.log(s)), s))         # 1, 1/2, 2, 1/4, 4, ...
+    grid = SSM_GRIDS[parse_variant(variant).ssm]
+    order = sorted(grid, key=lambda s: (abs(math.log(s)), s))              # 1, 1/2, 2, 1/4, 4, ...
 
     tried = []
 
@@ -505,7 +512,8 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
         if sc.ssm != 'none':
             named |= {'ssm_scaling': sc.ssm, 'ssm_scale': calibration(variant) or sc.ssm_scales[0]}
         if calibration(variant):
-            named |= {'calibration': {'examples': CALIBRATION_EXAMPLES, 'stream': 'calibration', 'grid': list(SSM_GRID),
+            named |= {'calibration': {'examples': CALIBRATION_EXAMPLES, 'stream': 'calibration',
+                                      'grid': list(SSM_GRIDS[sc.ssm]),
                                       'rule': 'the best accuracy, ties to the s nearest 1'}, 'calibrated': calibrated}
     return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n,
             **({f'n_past_{LONG}x': n_long} if n_long else {}), 'tokenizer': tok.name,

@@ -82,7 +82,8 @@ def eval_key(run, mults, n, device, variant=''):
     calibrated = variant and eval_lengths.calibration(variant)
     return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
             'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {}),
-            **({'calibration': {'examples': eval_lengths.CALIBRATION_EXAMPLES, 'grid': list(eval_lengths.SSM_GRID)}}
+            **({'calibration': {'examples': eval_lengths.CALIBRATION_EXAMPLES,
+                                'grid': list(eval_lengths.SSM_GRIDS[eval_lengths.parse_variant(variant).ssm])}}
                if calibrated else {})}
 
 

@@ -743,9 +743,9 @@ def test_calibration_takes_the_best_scale_trying_from_one_outward_and_stops_at_a
 
 def test_calibration_ties_go_to_the_scale_nearest_one(tok):
     model = ScaleOracle(tok, lambda s: 0.5 if s[0] in (0.25, 4.0, 1 / 16) else 0.0)
-    scales, acc, _ = E.calibrate(model, tok, 'mqar', 256, 'dt', 10, 8, 'cpu')
+    scales, acc, _ = E.calibrate(model, tok, 'mqar', 256, 'decay', 10, 8, 'cpu')
     assert scales == (0.25, 0.25) and 0 < acc < 1
-    assert set(model.asked) == {(s, s) for s in E.SSM_GRID}          # no perfect score: every candidate tried
+    assert set(model.asked) == {(s, s) for s in E.SSM_GRIDS['decay']}   # no perfect score: every candidate tried
 
 
 def test_calibration_per_layer_searches_each_layer_in_turn_from_the_shared_best(tok):
@@ -786,7 +786,7 @@ def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_p
     model = E.load_run(run, 'cpu')[0]
     for m in ('1x', '2x'):
         chosen = rec['calibrated']['mqar'][m]['scales']
-        assert len(chosen) == 2 and all(s in E.SSM_GRID for s in chosen)
+        assert len(chosen) == 2 and all(s in E.SSM_GRIDS['decay'] for s in chosen)
         assert rec['length_eval']['mqar'][m] == E.evaluate(model, tok, 'mqar', 128 * int(m[:-1]), 4, 8, 'cpu',
                                                            variant='decay', scales=chosen)
     assert main_here(*args) is None
