@@ -69,13 +69,14 @@ from base.schedule import branch_argv
 # summary, the names of the files they write; the cluster launchers (study/launch.py) are imported only when
 # one is asked for
 from study import files, summary
-from study.evals import eval_command, evaluate, evaluated as is_evaluated, recall, save_records
+from study.evals import eval_command, evaluate, evaluated as is_evaluated
+from study.records import recall, save_records
 from study.reproduce import reproduce as retrain_committed
 from study.runs import (Run, check_sources, command, differing, fit_of, last_progress, no_snapshots,
                         prepare_data, ready, start_eval, start_trainer, state, stop_running, strand, tag, tail,
                         to_train, trainer_env, where_grid_stands)
 from study.settings import check, split_argv
-from study.report import format_markdown
+from study.tables import format_markdown
 
 
 # -----------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 Does a committed study reproduce on this machine? Retrain k of its committed seeds of one arm with the
 study's own settings, evaluate them as the study did, and compare each with what it committed:
 
-    python ablate.py config/study_sites_sensitive.py --reproduce=2                 # its control, seeds 1-2
-    python ablate.py config/study_sites_sensitive.py --reproduce=3 --arms=vpad
+    python ablate.py config/<study>.py --reproduce=2                 # its control, its first 2 seeds
+    python ablate.py config/<study>.py --reproduce=3 --arms=vpad
 
 Per seed: the retrained area against the committed one, within the arm's min-max or not, and equal bit for
 bit or not: equal on the same code, CPU model, torch and thread count (the committed record's provenance says
@@ -17,7 +17,8 @@ import shutil
 from base import rundir
 from study import files
 from study.evals import evaluate
-from study.outcomes import area_and_range, machine_of
+from study.derive import area_and_range
+from study.outcomes import machine_of
 from study.runs import command, run_trainer, state, trainer_env
 
 OUT = os.path.join('out', 'reproduce')
@@ -30,7 +31,7 @@ def reproduce(runs, study_cfg, arm, k, mults, rerun):
     import torch
     if any(r.point is not None for r in runs):
         raise SystemExit("config error: --reproduce: this study trains trunks with cooldown branches (hours a seed): "
-                         "reproduce a study of plain runs, e.g. config/study_sites_sensitive.py")
+                         "reproduce a study of plain runs (no snapshots_after_fit or snapshots_at_iter)")
     path = os.path.join(study_cfg['results_dir'] or study_cfg['grid_dir'], files.RESULTS)
     if not os.path.isfile(path):
         raise SystemExit(f"{path} is missing: --reproduce compares with a study's committed results "

@@ -62,11 +62,11 @@ class Run:
     reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
     state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()), 'evaluating' or
                                             # 'never fit' (a branch of a trunk that never fit: it never trains)
-    recorded: bool = False                  # done, recalled from its committed record (study.evals.recall)
+    recorded: bool = False                  # done, recalled from its committed record (study.records.recall)
     records: Optional[list] = None          # its log.jsonl's records, read once, by state() when it is done
     eval: Optional[dict] = None             # its final eval's record (study.evals); None: not cached yet
     evals: dict = field(default_factory=dict)   # {variant: its final eval under a length-scaling variant}
-    provenance: Optional[dict] = None       # its committed record's provenance (study.evals.provenance_of)
+    provenance: Optional[dict] = None       # its committed record's provenance (provenance_of)
     mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet
     fit_iter: Optional[int] = None          # the step it fit at (study.outcomes.find_fit); None: never fit
     proc: Optional[subprocess.Popen] = None   # its trainer, a train.py process
@@ -142,6 +142,18 @@ def tag(run):
 def where(run):
     """A branch's snapshot in words: 'fit + 1000', or 'step 6000' at fixed steps."""
     return f"step {run.point}" if run.fixed_steps else f"fit + {run.point}"
+
+
+def provenance_of(run):
+    """What made a finished run's numbers: {'train': each process's rundir.provenance() its log records, 'eval':
+    its plain eval's}; a committed record's own where it has one."""
+    if run.provenance is not None:
+        return run.provenance
+    train = []
+    for r in run.records or []:
+        if isinstance(r.get('provenance'), dict) and r['provenance'] not in train:
+            train.append(r['provenance'])
+    return {'train': train, 'eval': (run.eval or {}).get('provenance')}
 
 
 def fit_by_then(run):

@@ -11,11 +11,13 @@ import signal
 
 from base import rundir
 from study import files
-from study.evals import evaluated as is_evaluated, recall
-from study.outcomes import find_fit, labels, summarize
+from study.evals import evaluated as is_evaluated
+from study.records import recall
+from study.derive import labels
+from study.outcomes import find_fit, summarize
 from study.plots import plot, step_curves
 from study.runs import SCHEDULING, state, strand
-from study.report import format_markdown
+from study.tables import format_markdown
 
 
 def grid_of(argv):

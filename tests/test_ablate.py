@@ -19,7 +19,8 @@ import eval_lengths as E
 from base import rundir
 import train
 from ablate import main as ablate_main
-from study import evals, files, launch, outcomes, plots, report, reproduce, settings, stats, summary
+from publish import report as publish
+from study import derive, evals, files, launch, outcomes, plots, records, reproduce, settings, stats, summary, tables
 from study.runs import Run, state
 from configurator import configure, settings_of
 
@@ -728,10 +729,10 @@ def fit_log(fit_iter):
 
 def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1x():
     curve = {1: 1.0, 2: 0.8, 4: 0.6, 8: 0.3, 16: 0.55, 32: 0.0, 64: 0.0}
-    area, reach = outcomes.area_and_range(curve, 0.5)
+    area, reach = derive.area_and_range(curve, 0.5)
     assert area == pytest.approx(3.25 / 7) and reach == 4       # 16x's 0.55 comes after a fall: not in the range
-    assert outcomes.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
-    assert outcomes.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
+    assert derive.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
+    assert derive.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
     assert stats.seeds_for_shift(0.06, 0.05) == 12 and stats.seeds_for_shift(0.1, 0.05) == 32   # (2.8016 sd / 0.05)^2
     assert stats.seeds_for_shift(None, 0.05) is None
     # a small spread: the normal approximation says 2, but 5 seeds' smallest sign-flip p is 2/32 > 0.05
@@ -762,15 +763,15 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
     assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == \
         {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
     assert res['arms']['wd']['deterioration']['fisher_p'] == pytest.approx(stats.fisher_exact(1, 1, 0, 2))
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; ' \
            'wd 1 of 2 (Fisher' in md
     assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
     # a deterioration study's verdict is its rule: the area comes second there, and first where there is no rule
-    text = report.what_tests_support(res)
+    text = tables.what_tests_support(res)
     assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
     del res['rule']['deteriorates']
-    assert 'Primary, the area paired by seed (from the paired difference' in report.what_tests_support(res)
+    assert 'Primary, the area paired by seed (from the paired difference' in tables.what_tests_support(res)
 
 
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
@@ -830,7 +831,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert v['area']['never_fit_as_0']['seeds'] == [1, 2, 3]
     assert (wd['runs'], wd['fit'], wd['never_fit'], wd['pending_seeds']) == (1, 0, [1], [2])
     assert wd['vs_control']['fisher'] is None and wd['vs_control']['permutation'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '| vpad | 2 | 0.97 [0.81, 1.00], sd 0.018 | 16x | +0.185 [-inf, +inf] (' in md and '| 1.000 (1.000) |' in md
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
@@ -853,12 +854,12 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     outcomes.find_fit(runs)
     res = summarize(runs, cfg, ['study.py'])
     assert res['arms']['wd']['vs_control']['paired'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'wd extrapolates more often than none (5/5 vs 0/5 fit runs; Fisher p = 0.008, 0.008 after Holm)' in md
     assert 'By the mean 16x accuracy of fit runs: wd is above none (difference +0.89, permutation p = 0.008)' in md
     # no control: outcomes, but no tests
     res = summarize(runs, cfg | {'control': ''}, ['study.py'])
-    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
+    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in tables.format_markdown(res)
 
 
 
@@ -898,8 +899,8 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     early = joined['arms']['none_wd +1000']['vs_control']['area']['left_out']       # +1000: secondary, alone
     assert early['p_holm'] == early['p']
     assert joined['long']['change_vs_control']['vpad']['p_holm'] == res['long']['change_vs_control']['vpad']['p_holm']
-    assert outcomes.rederive(json.loads(json.dumps(joined))) == joined              # study.report gives the same
-    assert "none_wd's change with the weight decay family's tests at +10000" in report.format_markdown(joined)
+    assert derive.rederive(json.loads(json.dumps(joined))) == joined     # as a committed summary is checked
+    assert "none_wd's change with the weight decay family's tests at +10000" in tables.format_markdown(joined)
     assert set(res['arms']) == {f"{a} {p}" for a in cfg['arms'] for p in ('+1000', '+10000', '+10000 uncooled')}
     late = res['arms']['vpad +10000']['vs_control']
     assert (late['control'], late['family'], late['area']['left_out']['label']) == ('none +10000', 'sites', 'higher')
@@ -917,14 +918,14 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     (arm, within), = L['mismatch_vs_change']['by_arm'].items()
     assert arm == 'vpad' and within['runs'] == 6 and within['r'] == pytest.approx(L['mismatch_vs_change']['r'])
     assert within['ci95'] == pytest.approx(L['mismatch_vs_change']['ci95'])
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '**Long training**' in md and '| vpad | +0.00' in md and '| sites |' in md
     assert 'none +10000 uncooled 0 of 6' in md and 'none +1000 0 of' not in md     # the old rule: on trunks only
     plots.plot(res, plots.step_curves(runs), str(tmp_path))             # the deterioration picture and the curves
     assert set(plots.step_curves(runs)) == set(cfg['arms'])             # of the trunks alone
     # the README's headline, from this study: the control's late 16x sits nearest 0.5
-    assert plots.mid_range(res) == ('niah_single', '16')
-    plots.draw_headline(res, str(tmp_path / 'headline.png'))
+    assert publish.mid_range(res) == ('niah_single', '16')
+    publish.draw_headline(res, str(tmp_path / 'headline.png'))
 
 
 def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path, capsys):
@@ -971,10 +972,10 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     assert first['difference'] == pytest.approx(0.1 + sum(-n for n in noise[:7]) / 7)
     assert first['p_holm'] == pytest.approx(min(1, 2 * min(first['p'], inter['p'])) if first['p'] <= inter['p'] else
                                             max(first['p'], 2 * inter['p']))        # Holm over the family of 2
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '**Comparisons**' in md and '| +4000 | practice | (vpad@yarn - none@yarn) - (vpad - none) |' in md
     assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
-    rows = report.rows('s', {'practice': 'beside yarn'}, res)          # the README's rows: the primary point's tests
+    rows = publish.rows('s', {'practice': 'beside yarn'}, res)          # the README's rows: the primary point's tests
     assert len(rows) == 2 and rows[1].startswith('| beside yarn | [s](s/README.md) | (vpad@yarn - none@yarn) '
                                                  '- (vpad - none) at +4000, +0.101') and rows[1].endswith(
         '| higher; changes without seed 1, 2, 3, 4, 5, 6, 7; never fit as 0: not resolved: [-0.049, +0.103] |')
@@ -1048,15 +1049,15 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     # a family that names the change corrects each analysis's change with that analysis's tests at 16000
     joined = summarize(runs, cfg | {'families': {'sites': ['vpad', "vpad's change"]}}, ['study.py'])
     joined['long']['change_vs_control']['vpad']['p'] = 1.0      # (were it counted in the fit runs' family too,
-    outcomes.rederive(joined)                                   # that family's Holm p would change)
+    derive.rederive(joined)                                   # that family's Holm p would change)
     for which, change in (('left_out', joined['long']['change_vs_control']['vpad']),
                           ('fit_runs_only', joined['long']['fit_runs_only']['change_vs_control']['vpad'])):
         late = joined['arms']['vpad at 16000']['vs_control']['area'][which]
         assert [late['p_holm'], change['p_holm']] == stats.holm([late['p'], change['p']]), which
     assert [(t['point'], sorted(t)) for t in res['comparisons']] == [
         (p, ['a', 'b', 'family', 'fit_runs_only', 'left_out', 'point']) for p in (6000, 11000, 16000)]
-    assert 'vpad@yarn vs none@yarn at 16000' in outcomes.labels(res)
-    md = report.format_markdown(res)
+    assert 'vpad@yarn vs none@yarn at 16000' in derive.labels(res)
+    md = tables.format_markdown(res)
     for text in ('| vpad at 6000 | 7 (1) | 0.64 [0.60, 0.67], sd 0.039 | 0.65 [0.65, 0.66] |',
                  '| fit runs only: paired difference, p (Holm) |',
                  "| +0.150 (6 seeds), 0.031 (0.031): higher, unlike the primary's verdict |",
@@ -1067,7 +1068,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
                  'Fit runs only: the same over the runs fit by step 6000 (so by step 16000 too;'):
         assert text in md, text
     assert '+6000' not in md and 'never fit as 0' not in md and '†' not in md
-    rows = report.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
+    rows = publish.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
     assert rows[0].startswith('| c | [s](s/README.md) | vpad vs none at 16000: ') and \
         rows[0].endswith('not resolved: [-0.048, +0.152]; changes without seed 5; fit runs only: higher |')
     assert rows[1].startswith('| y | [s](s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
@@ -1104,7 +1105,7 @@ def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_p
     t = F['vs_control']['vpad']
     assert t['seeds'] == [1, 2, 3, 7] and t['family'] == 'sites'     # 4, 8: none only; 5, 6: vpad only
     assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1 + 0.09) / 4) and t['p_holm'] == t['p'] and 'label' in t
-    md = report.format_markdown(summarize(runs, cfg, ['study.py']))
+    md = tables.format_markdown(summarize(runs, cfg, ['study.py']))
     assert 'each run at its cooled point within +-1500 steps of its own fit + 4000' in md
     assert '| none | 6 (4 at 6000, 2 at 11000) |' in md and '| vpad | 6 (4 at 6000, 2 at 11000) |' in md
     wide = configure(abl.study_settings(), []) | cfg | {'fit_plus_window': 2500}
@@ -1136,7 +1137,7 @@ def test_the_mismatch_correlation_is_also_given_within_each_arm():
     assert m['runs'] == 10 and m['r'] == pytest.approx(pooled) and pooled > 0.9
     assert {a: (c['runs'], c['r']) for a, c in m['by_arm'].items()} == {'x': (5, pytest.approx(0, abs=1e-9)),
                                                                        'y': (5, pytest.approx(0, abs=1e-9))}
-    text = '\n'.join(report.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
+    text = '\n'.join(tables.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
     assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
     # x's shift grows by 0.01-0.05 eval sds on 5 runs (p 1/16, as low as 5 seeds go: no shift is rejected at 0.05):
     # a shift, not area, so no margin of area makes it equivalent within +-0.05; the table reads it as the summary
@@ -1419,7 +1420,7 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
     """A run evaluated plain and under 'yarn': its record holds both with their keys and the provenance
     its log and eval name; recalled, it gives them back; a study that now asks for another variant
     trains it again (its record was evaluated another way)."""
-    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    grid, folder, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
     prov = {'commit': 'abc', 'cpu': 'Some CPU', 'torch': '2.13.0'}
     run = Run('none', 1, os.path.join(grid, 'none', 'seed1'), [], {'max_iters': 9, 'device': 'cpu'}, ['mqar'], True,
               state='done',
@@ -1432,17 +1433,17 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
                            (files.MISMATCH_CACHE, evals.mismatch_key(run), run.mismatch)):
         rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': rec}).encode())
     assert 'variant' not in evals.eval_key(run, mults, 3, 'cpu')        # the plain key is as it always was
-    evals.save_records([run], records, grid, ('yarn',))
-    saved = json.load(open(os.path.join(records, 'none', 'seed1.json')))
+    records.save_records([run], folder, grid, ('yarn',))
+    saved = json.load(open(os.path.join(folder, 'none', 'seed1.json')))
     assert saved['variants']['yarn'] == {'key': evals.eval_key(run, mults, 3, 'cpu', 'yarn'), 'record': acc(0.2)}
     assert saved['provenance'] == {'train': [prov], 'eval': prov}
     assert outcomes.machine_of(saved['provenance']) == 'Some CPU, torch 2.13.0'
     shutil.rmtree(grid)
     fresh = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
-    evals.recall([fresh], records, grid, mults, 3, ('yarn',))
+    records.recall([fresh], folder, grid, mults, 3, ('yarn',))
     assert (fresh.state, fresh.evals, fresh.provenance) == ('done', {'yarn': acc(0.2)}, saved['provenance'])
     again = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
-    evals.recall([again], records, grid, mults, 3, ('yarn', 'ntk'))
+    records.recall([again], folder, grid, mults, 3, ('yarn', 'ntk'))
     assert again.state == 'new' and 'was evaluated another way' in capsys.readouterr().out
     # a trunk is evaluated plain only, and a branch planned as its copy does not lend it the branch's variants
     trunk = dataclasses.replace(run, point='trunk', evals={}, eval=None)
@@ -1486,7 +1487,7 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
     """A trunk is recorded once it is done and evaluated, a branch when it is (a clone missing a branch's
     snapshot rebuilds it, so nothing waits for the group); each is recalled on its own, a run whose
     record is gone trains again alone; a record evaluated on other lengths is left alone: it trains again."""
-    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    grid, folder, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
     cfg = {'max_iters': 9, 'seed': 1}
 
     def group(seed, done):                  # a trunk and one branch, finished and evaluated where done says
@@ -1502,42 +1503,42 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
                 rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': run.eval}).encode())
         return [trunk, branch]
     runs = group(1, (True, True)) + group(2, (True, False))
-    evals.save_records(runs, records, grid)
-    assert sorted(str(p.relative_to(records)) for p in (tmp_path / 'runs').rglob('*.json')) == \
+    records.save_records(runs, folder, grid)
+    assert sorted(str(p.relative_to(folder)) for p in (tmp_path / 'runs').rglob('*.json')) == \
         ['none/seed1.json', 'none/seed1/cooldown2.json', 'none/seed2.json']     # seed 2's branch is not done
     for run in runs:                                                      # a fresh clone: no run dirs
         run.state, run.eval = 'new', None
     shutil.rmtree(grid)
-    evals.recall(runs, records, grid, mults, 3)
+    records.recall(runs, folder, grid, mults, 3)
     assert [(r.state, r.recorded, r.eval) for r in runs] == \
         [('done', True, acc(0.1))] * 2 + [('done', True, acc(0.2)), ('new', False, None)]
     assert '3 finished run(s) recalled' in capsys.readouterr().out
     for run in runs:
         run.state, run.recorded = 'new', False
-    evals.recall(runs, records, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
+    records.recall(runs, folder, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
     assert [r.state for r in runs] == ['new'] * 4
     assert '[none seed 1] its record' in capsys.readouterr().out
-    os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: it alone
-    evals.recall(runs, records, grid, mults, 3)                           # trains again (from a rebuilt snapshot)
+    os.remove(os.path.join(folder, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: it alone
+    records.recall(runs, folder, grid, mults, 3)                           # trains again (from a rebuilt snapshot)
     assert [r.state for r in runs] == ['done', 'new', 'done', 'new']
     # a trunk that never fit wrote no snapshot: it is recorded and recalled alone, its branches never train
     never = group(3, (True, False))
     never[0].records = [{'iter': 9, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}]
-    evals.save_records(never, records, grid)
-    assert os.path.isfile(os.path.join(records, 'none', 'seed3.json'))
+    records.save_records(never, folder, grid)
+    assert os.path.isfile(os.path.join(folder, 'none', 'seed3.json'))
     shutil.rmtree(grid)
     never[0].state = never[1].state = 'new'
-    evals.recall(never, records, grid, mults, 3)
+    records.recall(never, folder, grid, mults, 3)
     assert [(r.state, r.recorded) for r in never] == [('done', True), ('new', False)]
     # a record whose eval is empty is damaged, not a run done without an eval
-    path = os.path.join(records, 'none', 'seed3.json')
+    path = os.path.join(folder, 'none', 'seed3.json')
     damaged = json.load(open(path))
     damaged['eval']['record'] = None
     with open(path, 'w') as f:
         json.dump(damaged, f)
     never[0].state = 'new'
     with pytest.raises(SystemExit, match='is not the record of a finished run'):
-        evals.recall(never, records, grid, mults, 3)
+        records.recall(never, folder, grid, mults, 3)
     # valid JSON of the wrong shape: an accuracy that is text, a log record without its length eval
     for edit, why in ((lambda r: r['eval'].update(record={'block_size': 64, 'length_eval': {'mqar': {'1x': 'abc'}}}),
                        "its accuracy of 'mqar' at 1x is 'abc'"),
@@ -1549,7 +1550,7 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
         with open(path, 'w') as f:
             json.dump(rec, f)
         with pytest.raises(SystemExit) as e:
-            evals.recall(never, records, grid, mults, 3)
+            records.recall(never, folder, grid, mults, 3)
         assert why in str(e.value) and len(str(e.value).splitlines()) == 1
 
 

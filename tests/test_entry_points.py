@@ -54,9 +54,9 @@ ENTRY_POINTS = [
     (['-m', 'tools.mismatch'], 'torch'),
     (['-m', 'study.evals', '{{}}'], 'torch'),             # ablate.py's child for a run's final eval
     (['-m', 'study.runs', '{{}}'], 'base.rundir'),             # ablate.py's child that rebuilds a snapshot
-    (['-m', 'study.report', '{w}/results.json'], 'torch'),
+    (['-m', 'publish.report', '{w}/results.json'], 'torch'),
     (['-m', 'study.plots', '{w}/results.json'], 'torch'),
-    (['-m', 'study.report', '--check'], 'base.rundir'),
+    (['-m', 'publish.report', '--check'], 'base.rundir'),
 ]
 
 
