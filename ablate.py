@@ -69,7 +69,7 @@ from base.schedule import branch_argv
 # summary, the names of the files they write; the cluster launchers (study/launch.py) are imported only when
 # one is asked for
 from study import files, summary
-from study.evals import eval_command, evaluate, evaluated as is_evaluated
+from study.evals import eval_command, evaluate, evaluated as is_evaluated, samples_of
 from study.records import recall, save_records
 from study.reproduce import reproduce as retrain_committed
 from study.runs import (Run, check_sources, command, differing, fit_of, last_progress, no_snapshots,
@@ -104,6 +104,7 @@ slurm_mem_gb = 0           # memory per job, GB; 0 = the partition's default
 slurm_extra = ''           # other sbatch options, comma-separated key=value, e.g. account=abc,qos=high
 multiples = '1,2,4,8,16,32,64'   # final eval lengths, in multiples of each run's block_size
 eval_samples = 100         # held-out examples per task and length in the final eval
+eval_samples_long = 0      # past 64x, this many instead (0: eval_samples): a recurrent model's example costs more there
 eval_variants = ''         # the final eval of every run (not of a trunk of branches) also under these length-scaling
                            # variants, comma-separated (eval_lengths.py's: 'pi', 'ntk', 'yarn', 'log', 'ntk+log', ...)
 # the pre-registered outcome rule and tests (set before the runs, not chosen after seeing them):
@@ -128,6 +129,8 @@ families = {}              # Holm families: name -> the arms tested against the 
 comparisons = {}           # the study's own paired comparisons, beyond each arm against the control: family name ->
                            # [[a, b], ...], a - b tested, each side 'arm', 'arm@variant' or a difference 'x - y' of
                            # those (an interaction); Holm within each family, at each cooled point
+every_run_counts = False   # True: every run trains the same steps (steps_after_fit=0), so each counts in the tests
+                           # with its area, fit or not (a run not fit by its end is marked); the fit runs only beside
 reuse = {}                 # arm -> 'study' or 'study/arm': that study's runs of those seeds are this arm's
                            # (every setting checked equal), trained in its grid if missing; {} trains every arm here
 init_from_study = ''       # 'study/arm': each run continues (weights only) that study's run of its seed, wherever
@@ -155,7 +158,8 @@ def plan(cfg, passed, selected, train_settings, studies=()):
     runs = []
     planned, lists = check(cfg, passed, selected, train_settings)
     for p in planned:
-        run = Run(p.arm, p.seed, p.dir, p.argv, p.cfg, p.tasks, selected=selected is None or p.arm in selected)
+        run = Run(p.arm, p.seed, p.dir, p.argv, p.cfg, p.tasks, selected=selected is None or p.arm in selected,
+                  fixed_steps=cfg['every_run_counts'])      # (a run of equal steps is read at a fixed step: its end)
         if cfg['init_from_study']:          # the source study's run of this seed, as that study plans it
             start = start_of(cfg['init_from_study'], p.seed, train_settings, studies).dir
             run = dataclasses.replace(run, argv=[*p.argv, f'--init_from={start}'], cfg=p.cfg | {'init_from': start})
@@ -265,17 +269,17 @@ def main(argv):
     own_grid = cfg['results_dir'] and len(summary.grid_of(argv)) == 1
     records = os.path.join(cfg['results_dir'], files.RECORDS) if own_grid else None
     if records:
-        recall(runs, records, cfg['grid_dir'], mults, cfg['eval_samples'], variants)
+        recall(runs, records, cfg['grid_dir'], mults, samples_of(cfg), variants)
     runs, never = strand(runs, [])
     compute = cfg['eval_on'] == 'local' and not cfg['dry_run']
 
     def evaluated(done, compute=compute):   # the final evals and mismatch of finished runs (computed, or read)
-        evaluate(done, mults, cfg['eval_samples'], compute, variants)
+        evaluate(done, mults, samples_of(cfg), compute, variants)
         if records and not cfg['dry_run']:     # (from the caches: computed here or written by eval jobs)
             save_records(runs, records, cfg['grid_dir'], variants)
 
     def eval_process(run):
-        return eval_command(run, mults, cfg['eval_samples'], variants)
+        return eval_command(run, mults, samples_of(cfg), variants)
     check_sources(runs, cfg)
     prepare_data(runs)                  # also for --dry_run: jobs started elsewhere must not race to write it
     if cfg['dry_run']:

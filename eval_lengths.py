@@ -36,7 +36,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS
+from model import GPT, GPTConfig, LengthScaling, ROPE_SCALINGS, SSM_SCALINGS
 import sample_data
 from base import rundir
 
@@ -45,6 +45,8 @@ out_dirs = 'out/vpad'       # run dirs (train.py's out_dir), separated by commas
 tasks = 'trained'           # comma-separated tasks, or 'trained': the tasks each run was trained on
 multiples = '1,2,4,8,16,32,64'   # lengths, as multiples of each run's training length
 eval_samples = 100          # held-out examples per task and length: the final eval (train.py's quick eval has 32)
+eval_samples_long = 0       # examples per point past 64x (0: eval_samples): there a recurrent model's example costs
+                            # up to 16x one at 64x
 eval_batch_size = 8         # examples per forward pass
 device = 'auto'             # 'cpu', 'cuda', 'cuda:1', ... or 'auto'
 seed = 0                    # the evaluation seed stream (sample_data keeps it apart from training)
@@ -56,10 +58,22 @@ plot = True                 # write eval_lengths.png (the probe: eval_absent_key
 rope_scaling = 'none'       # 'none'; 'pi' (positions / s); 'ntk' (base theta s^(D/(D-2))); 'yarn' (NTK-by-parts
                             # with beta 32 / 1, and cos, sin x 0.1 ln s + 1)
 logit_scale = ''            # attention logits x: '' (1); 'log' (log L / log T); a number c (c where L > T)
+# Mamba2's training-free fix past T, no positions to rescale: slow the state's decay by a factor s per layer
+ssm_scaling = 'none'        # 'none'; 'dt' (dt x s, MambaExtend); 'decay' (A = -exp(s A_log), Mamba Modulation)
+ssm_scale = 'auto'          # 'auto': at each length the s (one for every layer) that scores best on calibration
+                            # examples the evaluation never sees; 'auto_layers': then each layer's own, one layer at
+                            # a time; or a number: that s everywhere
 pair_distance = -1          # mqar: -1, the pairs open the document (as in training: far from the question at 64x);
                             # d >= 0, they end d haystack tokens before the question (recent). Records:
                             # eval_lengths_pairs<d>.json
 # -----------------------------------------------------------------------------
+# a recurrent model's evaluation is linear in the length: an all-Mamba2 model reads an example longer than this in
+# segments of it, each from the states the last one left (equal to one pass, tested), so memory is bounded by a
+# segment at any length. 2048 tokens x 8 examples ran fastest per token of the segments tried on a 2-core CPU.
+STREAM_SEGMENT = 2048
+SSM_GRID = tuple(2.0 ** k for k in range(-8, 3))   # 'auto''s candidates for s, log-spaced: 1/256 .. 4
+CALIBRATION_EXAMPLES = 32   # 'auto''s examples per task and length, from the stream 'calibration'
+LONG = 64                   # eval_samples_long counts the examples past this multiple
 
 
 def parse_multiples(key, text):
@@ -77,33 +91,55 @@ def parse_multiples(key, text):
 def logit_scale_of(sc):
     """A LengthScaling's logit scale as the key logit_scale gives it: '', 'log' or the factor, written
     without a '+' ('1e06', not %g's '1e+06'), which joins the parts of a variant's name."""
-    return {'none': '', 'log': 'log', 'factor': f'{sc.factor:g}'.replace('e+', 'e')}[sc.logit]
+    return {'none': '', 'log': 'log', 'factor': number_name(sc.factor)}[sc.logit]
 
 
-def variant_name(sc):
+def number_name(x):
+    return f'{x:g}'.replace('e+', 'e')
+
+
+def variant_name(sc, calibrated='auto'):
     """A LengthScaling's variant name: rope 'ntk' and logit 'log' -> 'ntk+log'; logit 'factor' 1.5 ->
-    'logit1.5'; the plain model's -> '' (the plain eval)."""
+    'logit1.5'; ssm 'decay' with a fixed s 0.5 -> 'decay0.5', calibrated (no s) -> 'decay', per layer
+    (calibrated='auto_layers') 'decay_layers'; the plain model's -> '' (the plain eval)."""
     logit = 'logit' + logit_scale_of(sc) if sc.logit == 'factor' else logit_scale_of(sc)
-    return '+'.join(p for p in (sc.rope if sc.rope != 'none' else '', logit) if p)
+    ssm = '' if sc.ssm == 'none' else sc.ssm + (number_name(sc.ssm_scales[0]) if sc.ssm_scales else
+                                                 '_layers' if calibrated == 'auto_layers' else '')
+    return '+'.join(p for p in (sc.rope if sc.rope != 'none' else '', logit, ssm) if p)
 
 
 def parse_variant(name):
     """A variant's name -> its LengthScaling at s = 1 (evaluate sets s and T): 'yarn' -> rope 'yarn',
-    'ntk+log' -> rope 'ntk' with logit 'log', 'logit1.5' -> logit 'factor' with factor 1.5, '' -> the
-    plain model's. Anything else is a ValueError that lists the parts."""
-    rope, logit, factor = 'none', 'none', 1.0
+    'ntk+log' -> rope 'ntk' with logit 'log', 'logit1.5' -> logit 'factor' with factor 1.5, 'decay0.5' -> ssm
+    'decay' with s 0.5 in every Mamba2 layer, 'decay' or 'decay_layers' -> ssm 'decay' with no s (calibrated at
+    each length: calibration(name)), '' -> the plain model's. Anything else is a ValueError that lists the parts."""
+    rope, logit, factor, ssm, scales = 'none', 'none', 1.0, 'none', ()
     for part in name.split('+') if name else []:
+        kind = next((k for k in SSM_SCALINGS[1:] if part.startswith(k)), None)
         if part in ROPE_SCALINGS[1:] and rope == 'none':
             rope = part
         elif part == 'log' and logit == 'none':
             logit = 'log'
         elif part.startswith('logit') and logit == 'none' and is_factor(part[5:]):
             logit, factor = 'factor', float(part[5:])
+        elif kind and ssm == 'none' and (part[len(kind):] in ('', '_layers') or is_factor(part[len(kind):])):
+            ssm, rest = kind, part[len(kind):]
+            scales = (float(rest),) if is_factor(rest) else ()
         else:
-            raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])} "
-                             f"and one logit scale, 'log' or 'logit<factor>' with a positive finite factor (e.g. "
-                             f"'yarn', 'ntk+log', 'logit1.2')")
-    return LengthScaling(rope, logit, factor)
+            raise ValueError(f"eval variant {name!r}: join with '+' at most one of {', '.join(ROPE_SCALINGS[1:])}, "
+                             f"one logit scale, 'log' or 'logit<factor>' with a positive finite factor, and one Mamba2 "
+                             f"scaling, 'dt' or 'decay', with '_layers' or a factor (e.g. 'yarn', 'ntk+log', "
+                             f"'logit1.2', 'decay', 'dt0.5')")
+    return LengthScaling(rope, logit, factor, ssm=ssm, ssm_scales=scales)
+
+
+def calibration(name):
+    """How a variant's Mamba2 scale is found: '' (none, or a fixed factor), 'auto' (one s for every layer,
+    the best on calibration examples at each length) or 'auto_layers' (then each layer's own)."""
+    sc = parse_variant(name)
+    if sc.ssm == 'none' or sc.ssm_scales:
+        return ''
+    return 'auto_layers' if any(p.endswith('_layers') for p in name.split('+')) else 'auto'
 
 
 def is_factor(text):
@@ -114,14 +150,31 @@ def is_factor(text):
         return False
 
 
-def check_variant(rope, logit):
-    """-> the variant's name ('' plain); a one-line ValueError for a bad rope_scaling or logit_scale."""
+def check_variant(rope, logit, ssm='none', ssm_scale='auto'):
+    """-> the variant's name ('' plain); a one-line ValueError for a bad rope_scaling, logit_scale, ssm_scaling
+    or ssm_scale."""
     if rope not in ROPE_SCALINGS:
         raise ValueError(f"rope_scaling={rope!r}: use one of {', '.join(ROPE_SCALINGS)}")
     if logit not in ('', 'log') and not is_factor(logit):
         raise ValueError(f"logit_scale={logit!r}: use '' (none), 'log' (log L / log T) or a positive finite number")
-    return variant_name(LengthScaling(rope, logit or 'none') if logit in ('', 'log') else
-                        LengthScaling(rope, 'factor', float(logit)))
+    if ssm not in SSM_SCALINGS:
+        raise ValueError(f"ssm_scaling={ssm!r}: use one of {', '.join(SSM_SCALINGS)}")
+    if ssm_scale not in ('auto', 'auto_layers') and not is_factor(ssm_scale):
+        raise ValueError(f"ssm_scale={ssm_scale!r}: use 'auto', 'auto_layers' or a positive finite number")
+    scaled_logits = ('none', 1.0) if logit == '' else ('log', 1.0) if logit == 'log' else ('factor', float(logit))
+    fixed = (float(ssm_scale),) if is_factor(ssm_scale) else ()
+    return variant_name(LengthScaling(rope, *scaled_logits, ssm=ssm, ssm_scales=fixed), ssm_scale)
+
+
+def variant_misfit(config, variant):
+    """The layers a variant rescales that a model of this GPTConfig lacks: 'RoPE' (its rope and logit parts) or
+    'Mamba2' (its ssm part); None where it fits."""
+    sc = parse_variant(variant)
+    if (sc.rope != 'none' or sc.logit != 'none') and not config.has_rope():
+        return 'RoPE'
+    if sc.ssm != 'none' and 'M' not in config.block_pattern:
+        return 'Mamba2'
+    return None
 
 
 def record_name(variant, absent_key=False, pair_distance=-1):
@@ -222,10 +275,17 @@ def available_bytes(device):
     return int(info['MemAvailable'].split()[0]) * 1024
 
 
+def streams(model):
+    """Whether the model reads long examples in segments (STREAM_SEGMENT): every layer Mamba2, whose state
+    carries everything the past leaves it. Attention needs every earlier key at once."""
+    return set(model.config.block_pattern) == {'M'}
+
+
 @torch.no_grad()
-def score(model, examples, device, scaling=None):
+def score(model, examples, device, scaling=None, segment=STREAM_SEGMENT):
     """Teacher-forced exact match (scaling: the model's LengthScaling, None plain). -> list over
-    examples of lists of booleans (one per value)."""
+    examples of lists of booleans (one per value). A streaming model (streams()) reads examples longer than
+    `segment` tokens a segment at a time, from the states the last segment left."""
     seqs = [ex.prompt + ex.answer for ex in examples]
     T = max(len(s) for s in seqs) - 1
     idx = torch.zeros(len(seqs), T, dtype=torch.long)
@@ -235,9 +295,14 @@ def score(model, examples, device, scaling=None):
         start = len(ex.prompt) - 1                        # position t predicts token t + 1
         for s0, e0 in ex.value_spans:                     # the scored tokens (mqar's asked keys are given)
             targets[b, start + s0:start + e0] = torch.tensor(ex.answer[s0:e0])
-    # (N, V), N = all answer tokens, row-major; the caller's autocast
-    logits, _ = model(idx.to(device), targets.to(device), **({'scaling': scaling} if scaling else {}))
-    hit = (logits.argmax(-1) == targets[targets != -1].to(device)).cpu().tolist()
+    step = segment if T > segment and streams(model) else T
+    hits, states = torch.zeros(len(seqs), T, dtype=torch.bool), None          # (B, T): where the argmax is right
+    for a in range(0, T, step):
+        x, y = idx[:, a:a + step], targets[:, a:a + step]
+        # (N, V), N = the segment's answer tokens, row-major; the caller's autocast
+        logits, _, states = model(x.to(device), y.to(device), scaling=scaling, states=states)
+        hits[:, a:a + step][y != -1] = (logits.argmax(-1) == y[y != -1].to(device)).cpu()
+    hit = hits[targets != -1].tolist()                 # every answer token, row-major
     out, i = [], 0
     for ex in examples:
         spans = []
@@ -282,30 +347,84 @@ def with_absent_keys(ex, tok, rng):
 
 
 def evaluate(model, tok, task, length, n, batch_size, device, seed=0, absent_key=False, variant='', distractors=0.0,
-             pair_distance=None):
+             pair_distance=None, scales=()):
     """Accuracy of `model` on n fixed held-out examples of `task`, each `length` tokens long
     (prompt + answer + end marker); absent_key: the key probe (with_absent_keys);
-    variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size;
-    distractors: mqar_haystack's, as the run's corpus has it; pair_distance: mqar's pairs that many
-    haystack tokens before the question (None: at the document's start).
-    Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
-    need, have = estimate_bytes(model.config, min(batch_size, n), length, device), available_bytes(device)
+    variant: a length-scaling variant's name (parse_variant), applied with s = length / block_size and, for a
+    calibrated Mamba2 scaling, `scales` (calibrate's s per layer); distractors: mqar_haystack's, as the run's
+    corpus has it; pair_distance: mqar's pairs that many haystack tokens before the question (None: at the
+    document's start). Raises MemoryError (with the estimate) for a length that will not fit, before any work."""
+    check_fits(model, task, length, n, batch_size, device)
+    examples = sample_data.eval_examples(task, tok, length, n, seed, distractors, pair_distance)
+    if absent_key:
+        probe = random.Random(f"absent:{seed}:{task}:{length}")
+        examples = [with_absent_keys(ex, tok, probe) for ex in examples]
+    return accuracy_on(model, examples, batch_size, device, scaling_at(model, variant, length, scales))
+
+
+def check_fits(model, task, length, n, batch_size, device):
+    """A MemoryError with the estimate where n examples of `length` tokens will not fit (a streaming model
+    holds one segment of activations at a time)."""
+    held = min(length, STREAM_SEGMENT) if streams(model) else length
+    need, have = estimate_bytes(model.config, min(batch_size, n), held, device), available_bytes(device)
     if need > 0.8 * have:
         raise MemoryError(f"{task} at {length} tokens needs about {rundir.size_text(need)} with batch_size="
                           f"{batch_size}, and {rundir.size_text(have)} are free; lower eval_batch_size or the multiples")
     why = too_many_examples(n, length)
     if why:
         raise MemoryError(f"{task}: {why}; lower the number of examples")
-    examples = sample_data.eval_examples(task, tok, length, n, seed, distractors, pair_distance)
-    if absent_key:
-        probe = random.Random(f"absent:{seed}:{task}:{length}")
-        examples = [with_absent_keys(ex, tok, probe) for ex in examples]
-    T = model.config.block_size
-    scaling = dataclasses.replace(parse_variant(variant), s=length / T, T=T) if variant else None
+
+
+def scaling_at(model, variant, length, scales=()):
+    """The LengthScaling of a variant at an eval length (None: the plain model)."""
+    if not variant:
+        return None
+    T, sc = model.config.block_size, parse_variant(variant)
+    return dataclasses.replace(sc, s=length / T, T=T, ssm_scales=tuple(scales) or sc.ssm_scales)
+
+
+def accuracy_on(model, examples, batch_size, device, scaling=None):
     correct = []
-    for i in range(0, n, batch_size):
+    for i in range(0, len(examples), batch_size):
         correct += score(model, examples[i:i + batch_size], device, scaling)
     return accuracy(correct)
+
+
+def calibrate(model, tok, task, length, variant, n, batch_size, device, seed=0, distractors=0.0, pair_distance=None):
+    """A calibrated Mamba2 scaling's s at one length (variant 'dt' or 'decay', '_layers' for one s per layer):
+    the value of SSM_GRID whose accuracy on CALIBRATION_EXAMPLES examples of the stream 'calibration' (none of
+    them one of the n examples evaluated) is highest, ties to the one nearest 1 (the smaller first); with
+    '_layers', then each Mamba2 layer in turn its own s, the others held. Candidates go from 1 outward and
+    stop at a perfect score. -> (s per Mamba2 layer, their accuracy on the calibration examples, [(scales,
+    accuracy)] of every candidate tried, in order)"""
+    check_fits(model, task, length, CALIBRATION_EXAMPLES, batch_size, device)
+    evaluated = {tuple(ex.prompt + ex.answer) for ex in sample_data.eval_examples(task, tok, length, n, seed,
+                                                                                  distractors, pair_distance)}
+    drawn = sample_data.eval_examples(task, tok, length, 2 * CALIBRATION_EXAMPLES, seed, distractors, pair_distance,
+                                      stream='calibration')
+    examples = [ex for ex in drawn if tuple(ex.prompt + ex.answer) not in evaluated][:CALIBRATION_EXAMPLES]
+    if not examples:
+        raise ValueError(f"{task} at {length} tokens: no calibration example apart from the {n} evaluated")
+    layers = sum(b.kind == 'M' for b in model.blocks)
+    order = sorted(SSM_GRID, key=lambda s: (abs(math.log(s)), s))         # 1, 1/2, 2, 1/4, 4, ...
+
+    tried = []
+
+    def best(candidates):                          # -> (scales, accuracy): the first best in `order`
+        top = None
+        for scales in candidates:
+            acc = accuracy_on(model, examples, batch_size, device, scaling_at(model, variant, length, scales))
+            tried.append((scales, acc))
+            if top is None or acc > top[1]:
+                top = scales, acc
+            if acc == 1.0:
+                break
+        return top
+    scales, acc = best([(s,) * layers for s in order])
+    if calibration(variant) == 'auto_layers':
+        for layer in range(layers):
+            scales, acc = best([scales[:layer] + (s,) + scales[layer + 1:] for s in order])
+    return scales, acc, tried
 
 
 def trained_tasks(train_cfg):
@@ -313,21 +432,33 @@ def trained_tasks(train_cfg):
 
 
 def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
-                leave=True, variant='', distractors=0.0, pair_distance=None):
+                leave=True, variant='', distractors=0.0, pair_distance=None, calibrated=None, n_long=0):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
     {task: {'<m>x': accuracy}} at m * block_size tokens, None where the length is shorter than the
-    task's shortest document or would not fit in memory (each skip printed with its reason).
-    progress: the label of a progress bar on a terminal (None: no bar); leave=False clears it after."""
+    task's shortest document or would not fit in memory (each skip printed with its reason). n examples a
+    point; past LONG x, n_long where given.
+    progress: the label of a progress bar on a terminal (None: no bar); leave=False clears it after.
+    A calibrated variant (calibration()) is calibrated at each point first; calibrated, a dict, then gets
+    {task: {'<m>x': {'scales': [s per Mamba2 layer], 'accuracy': on the calibration examples, 'tried': [[scales,
+    accuracy], ...] of each candidate}}}."""
     T, accs = model.config.block_size, {task: {} for task in tasks}
     for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None,
                         leave=leave):
         acc, shortest = None, sample_data.min_length(task, tok) + (pair_distance or 0)
+        n_m = n_long if n_long and m > LONG else n
         if m * T < shortest:
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
         else:
             try:
-                acc = evaluate(model, tok, task, m * T, n, batch_size, device, seed, absent_key, variant, distractors,
-                               pair_distance)
+                scales = ()
+                if variant and calibration(variant):
+                    scales, cal, tried = calibrate(model, tok, task, m * T, variant, n_m, batch_size, device, seed,
+                                                   distractors, pair_distance)
+                    if calibrated is not None:
+                        calibrated.setdefault(task, {})[f'{m}x'] = {'scales': list(scales), 'accuracy': cal,
+                                                                    'tried': [[list(s), a] for s, a in tried]}
+                acc = evaluate(model, tok, task, m * T, n_m, batch_size, device, seed, absent_key, variant, distractors,
+                               pair_distance, scales)
             except (MemoryError, torch.OutOfMemoryError) as e:
                 tqdm.write(f"{task} at {m}x skipped: {rundir.first_line(e)}")
                 if str(device).startswith('cuda'):
@@ -344,30 +475,40 @@ def bf16_on_gpu(device, dtype):
 
 
 def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress=True, absent_key=False, variant='',
-                 pair_distance=None):
+                 pair_distance=None, loaded=None, n_long=0):
     """Evaluate one run dir: task_names=None means the tasks it was trained on; variant: a length-
-    scaling variant's name ('' plain). -> the record written to run/eval_lengths.json (a variant's to
-    eval_lengths_<variant>.json): {'run', 'block_size', 'trained', 'n', ..., 'length_eval': {task:
-    {'<m>x': accuracy}}} (the training log's length_eval, see length_eval)."""
-    model, tok, train_cfg = load_run(run, device)
-    if variant and not model.config.has_rope():
-        raise SystemExit(f"{run}: eval variant {variant!r} rescales RoPE layers, and this model has none "
-                         f"(layers {''.join(model.describe_layers())}): evaluate it plain")
+    scaling variant's name ('' plain); loaded: load_run(run, device)'s result where the caller has it; n
+    examples a point, past LONG x n_long where given.
+    -> the record written to run/eval_lengths.json (a variant's to eval_lengths_<variant>.json): {'run',
+    'block_size', 'trained', 'n', ..., 'length_eval': {task: {'<m>x': accuracy}}} (the training log's
+    length_eval, see length_eval); a calibrated variant's also has 'calibrated' (length_eval's)."""
+    model, tok, train_cfg = loaded or load_run(run, device)
+    misfit = variant and variant_misfit(model.config, variant)
+    if misfit:
+        raise SystemExit(f"{run}: eval variant {variant!r} rescales {misfit} layers, and this model has none (layers "
+                         f"{''.join(model.describe_layers())}): evaluate it plain")
     trained = trained_tasks(train_cfg)
     task_names = task_names or trained
     if not task_names:
         raise SystemExit(f"{run}: the checkpoint does not say what it was trained on; pass --tasks=...")
     distractors = train_cfg.get('distractors', 0.0)      # mqar_haystack's, as the run trained on it
-    t0 = time.time()
+    t0, calibrated = time.time(), {}
     with torch.autocast('cuda', dtype=torch.bfloat16, enabled=bf16_on_gpu(device, train_cfg.get('dtype', 'auto'))):
         accs = length_eval(model, tok, task_names, mults, n, batch_size, device, seed, absent_key, progress and run,
-                           variant=variant, distractors=distractors, pair_distance=pair_distance)
+                           variant=variant, distractors=distractors, pair_distance=pair_distance, calibrated=calibrated,
+                           n_long=n_long)
     named = {}
     if variant:
         sc = parse_variant(variant)
         named = {'variant': variant, 'rope_scaling': sc.rope, 'logit_scale': logit_scale_of(sc),
                  'scale': 's = L / block_size at each length'}
-    return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n, 'tokenizer': tok.name,
+        if sc.ssm != 'none':
+            named |= {'ssm_scaling': sc.ssm, 'ssm_scale': calibration(variant) or sc.ssm_scales[0]}
+        if calibration(variant):
+            named |= {'calibration': {'examples': CALIBRATION_EXAMPLES, 'stream': 'calibration', 'grid': list(SSM_GRID),
+                                      'rule': 'the best accuracy, ties to the s nearest 1'}, 'calibrated': calibrated}
+    return {'run': run, 'block_size': model.config.block_size, 'trained': trained, 'n': n,
+            **({f'n_past_{LONG}x': n_long} if n_long else {}), 'tokenizer': tok.name,
             'seed': seed, 'iter': train_cfg.get('iter_num'), **({'absent_key': True} if absent_key else {}), **named,
             **({'distractors': distractors} if distractors else {}),
             **({'pair_distance': pair_distance} if pair_distance is not None else {}),
@@ -441,6 +582,8 @@ def check_args(cfg):
     for key in ('eval_samples', 'eval_batch_size'):
         if cfg[key] <= 0:
             raise SystemExit(f"config error: {key}={cfg[key]} must be positive")
+    if cfg['eval_samples_long'] < 0:
+        raise SystemExit(f"config error: eval_samples_long={cfg['eval_samples_long']} must be >= 0 (0: eval_samples)")
     try:
         task_names = None if cfg['tasks'].strip() == 'trained' else \
             sample_data.parse_tasks(cfg['tasks'], weighted=False)[0]
@@ -448,12 +591,12 @@ def check_args(cfg):
         raise SystemExit(f"config error: {e}; or tasks=trained: the tasks each run trained on")
     try:
         mults = parse_multiples('multiples', cfg['multiples'])
-        variant = check_variant(cfg['rope_scaling'], cfg['logit_scale'])
+        variant = check_variant(cfg['rope_scaling'], cfg['logit_scale'], cfg['ssm_scaling'], cfg['ssm_scale'])
     except ValueError as e:
         raise SystemExit(f"config error: {e}")
-    if cfg['pair_distance'] < -1 or cfg['pair_distance'] >= 0 and task_names != ['mqar']:
+    if cfg['pair_distance'] < -1 or cfg['pair_distance'] >= 0 and task_names not in (None, ['mqar']):
         raise SystemExit(f"config error: pair_distance={cfg['pair_distance']}: -1 (the pairs open the document), or "
-                         f"d >= 0 with --tasks=mqar (the one task whose pairs it moves)")
+                         f"d >= 0 on mqar (the one task whose pairs it moves; --tasks=mqar or a run trained on it)")
     return runs, task_names, mults, variant
 
 
@@ -467,13 +610,25 @@ def main(argv):
     dev = rundir.pick_device(cfg['device'])
     name = record_name(variant, cfg['absent_key'], cfg['pair_distance'])
     pairs = cfg['pair_distance'] if cfg['pair_distance'] >= 0 else None
+    loaded = {}
     for run in runs:    # every run readable and writable before the first is evaluated: none is lost to a later one
-        model = load_run(run, 'cpu')[0]
-        if variant and not model.config.has_rope():   # named as given: rope_scaling, logit_scale or both
-            given = ' and '.join(f"{k}={cfg[k]!r}" for k, plain in (('rope_scaling', 'none'), ('logit_scale', ''))
-                                 if cfg[k] != plain)
-            raise SystemExit(f"config error: {run} has no RoPE layer (layers {''.join(model.describe_layers())}): "
-                             f"{given} rescales RoPE layers only; evaluate it plain")
+        model, tok, train_cfg = loaded[run] = load_run(run, dev)
+        misfit = variant and variant_misfit(model.config, variant)
+        if misfit:              # named as given: rope_scaling, logit_scale or both; ssm_scaling
+            keys = (('rope_scaling', 'none'), ('logit_scale', '')) if misfit == 'RoPE' else (('ssm_scaling', 'none'),)
+            given = ' and '.join(f"{k}={cfg[k]!r}" for k, plain in keys if cfg[k] != plain)
+            raise SystemExit(f"config error: {run} has no {misfit} layer (layers {''.join(model.describe_layers())}): "
+                             f"{given} rescales {misfit} layers only; evaluate it plain")
+        if pairs is not None:
+            trained = trained_tasks(train_cfg)
+            if task_names is None and trained != ['mqar']:
+                raise SystemExit(f"config error: pair_distance={pairs} moves mqar's pairs, and {run} was trained on "
+                                 f"{', '.join(trained) or 'no task it names'}: add --tasks=mqar")
+            longest, need = max(mults) * model.config.block_size, sample_data.min_length('mqar', tok) + pairs
+            if longest < need:
+                raise SystemExit(f"config error: pair_distance={pairs}: an mqar example with its pairs {pairs} tokens "
+                                 f"before the question needs {need} tokens, and the longest asked for is {longest} "
+                                 f"({max(mults)}x of {run}): lower pair_distance or add a longer multiple")
         why = too_many_examples(cfg['eval_samples'], min(mults) * model.config.block_size)
         if why:                 # else every point would be skipped, and the run's eval overwritten with nothing
             raise SystemExit(f"config error: eval_samples={cfg['eval_samples']:,}: {why} (at {run}'s shortest length): "
@@ -487,17 +642,19 @@ def main(argv):
     records = []
     for run in runs:
         rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
-                           absent_key=cfg['absent_key'], variant=variant, pair_distance=pairs)
+                           absent_key=cfg['absent_key'], variant=variant, pair_distance=pairs, loaded=loaded.pop(run),
+                           n_long=cfg['eval_samples_long'])
         with rundir.writing(os.path.join(run, name), name, "rerun"):
             rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
         records.append(rec)
         done.append(run)
         rundir.stop_if_asked()
     probe = (', the key probe: keys the prompt never mentions' if cfg['absent_key'] else '') + (
-        f", eval variant {variant} (s = L / T per length)" if variant else '') + (
+        f", eval variant {variant}" if variant else '') + (
         f", mqar's pairs {pairs} haystack tokens before the question" if pairs is not None else '')
+    long = f", {cfg['eval_samples_long']} past {LONG}x" if cfg['eval_samples_long'] else ''
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "
-          f"point{probe})")
+          f"point{long}{probe})")
     print(format_table(records, mults))
     if cfg['plot']:           # into the first run's dir, beside its JSON; the probe's plot keeps the eval's
         plot_results(records, os.path.join(runs[0], name.replace('.json', '.png')))

@@ -207,7 +207,11 @@ def rope_tables(T, D, theta, device, scaling=None):
 # RoPE at inference for an eval length L, s = L / T (recomputed per length, as Hugging Face's dynamic
 # variants do), and/or scale the attention logits. Every variant is the plain model at s = 1, and it acts
 # only on RoPE layers (through their tables: a factor c on cos and sin multiplies the logits by c^2).
+# Mamba2 has no positions; its training-free fix slows the state's decay, one factor s_l per layer calibrated
+# at the eval length: MambaExtend scales the time step (dt s_l), Mamba Modulation the decay rate
+# (A = -exp(s_l A_log), so |A| becomes |A|^s_l). At s_l = 1 either is the plain model.
 ROPE_SCALINGS = ('none', 'pi', 'ntk', 'yarn')
+SSM_SCALINGS = ('none', 'dt', 'decay')
 
 @dataclass(frozen=True)
 class LengthScaling:
@@ -216,6 +220,8 @@ class LengthScaling:
     factor: float = 1.0    # 'factor''s c
     s: float = 1.0         # L / T
     T: int = 64            # the training length (YaRN's original_max_position_embeddings; 'log''s T)
+    ssm: str = 'none'      # Mamba2 layers (below): 'dt' multiplies dt by s_l, 'decay' makes A = -exp(s_l A_log)
+    ssm_scales: tuple = ()  # s_l, one per Mamba2 layer in order; one value for every layer; () = 1
 
 def scaled_frequencies(D, theta, sc, device):
     """-> (inv_freq (D/2,), mscale): the rotary frequencies and the factor on cos and sin of a LengthScaling."""
@@ -414,13 +420,13 @@ class GatedRMSNorm(nn.Module):
 
 def causal_conv_silu(x, w, bias, fast=False):
     """silu(causal depthwise conv1d(x)): out_t = silu(bias + sum_k w_k x_{t-K+1+k}), per channel.
-    x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in fp32, in nn.Conv1d's layout.
-    Computed in fp32, returned in x's dtype."""
+    x: (B, T, C) in any float dtype; w: (C, 1, K) and bias: (C,) in the weights' dtype (fp32, or fp64 in tests), in
+    nn.Conv1d's layout. Computed in fp32 at least, returned in x's dtype."""
     if fast:   # fast path: shifted multiply-adds, a backward keeping only x (base/kernels.py); tested against this
         return kernels.CausalConvSilu.apply(x, w[:, 0], bias)
     T, K = x.shape[1], w.shape[-1]
     with torch.autocast(device_type=x.device.type, enabled=False):        # in fp32, not autocast's bf16
-        out = F.conv1d(x.float().transpose(1, 2), w, bias, padding=K - 1, groups=x.shape[-1])[..., :T]  # (B, C, T)
+        out = F.conv1d(x.to(w.dtype).transpose(1, 2), w, bias, padding=K - 1, groups=x.shape[-1])[..., :T]  # (B, C, T)
     return F.silu(out).transpose(1, 2).to(x.dtype)
 
 class Mamba2(nn.Module):
@@ -450,19 +456,33 @@ class Mamba2(nn.Module):
         self.drop_in = input_dropout(config)
         self.drop_out_proj = input_dropout(config)      # out_proj also reads a norm's output
 
-    def forward(self, u, initial_state=None):  # u = N(residual): (B, T, C); initial_state: (B, h, p, n) or None (zero)
+    def forward(self, u, state=None, ssm=None):
+        """u = N(residual): (B, T, C). state: where the sequence continues from, (h_0 (B, h, p, n), the conv's last
+        d_conv - 1 inputs (B, d_conv - 1, conv channels)), either None for a zero start (a document's start).
+        ssm: (LengthScaling.ssm, s) or None. -> (B, T, C), the state at the sequence's end (the same pair)."""
         Bsz, T, _ = u.shape
         h, p, n = self.n_heads, self.headdim, self.d_state
+        h0, conv0 = state if state is not None else (None, None)
         z, xBC, dt = self.in_proj(self.drop_in(u)).split([self.d_inner, self.d_inner + 2 * n, h], dim=-1)
-        xBC = causal_conv_silu(xBC, self.conv1d_weight, self.conv1d_bias, self.fast)   # (B, T, C)
+        K = self.conv1d_weight.shape[-1]
+        if conv0 is not None:               # a continued sequence: the conv reads the previous segment's last inputs
+            xBC = torch.cat([conv0.to(xBC.dtype), xBC], dim=1)                   # (B, K-1+T, C)
+        tail = xBC[:, max(xBC.shape[1] - (K - 1), 0):]                         # the conv's state at the end
+        conv_tail = F.pad(tail, (0, 0, K - 1 - tail.shape[1], 0))                # (B, K-1, C), zeros before a start
+        xBC = causal_conv_silu(xBC, self.conv1d_weight, self.conv1d_bias, self.fast)[:, xBC.shape[1] - T:]  # (B, T, C)
         x, B, C = xBC.split([self.d_inner, n, n], dim=-1)
         dt = F.softplus(dt.float() + self.dt_bias)                               # (B, T, h), fp32
-        A = -torch.exp(self.A_log.float())                                       # (h,) < 0
+        A_log = self.A_log.float()
+        if ssm is not None and ssm[0] == 'dt' and ssm[1] != 1:
+            dt = dt * ssm[1]                                                     # MambaExtend: every step s x longer
+        if ssm is not None and ssm[0] == 'decay' and ssm[1] != 1:
+            A_log = A_log * ssm[1]                                               # Mamba Modulation: |A| -> |A|^s
+        A = -torch.exp(A_log)                                                    # (h,) < 0
         x = x.view(Bsz, T, h, p)
-        y, final_state = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size, initial_state,
+        y, final_state = ssd_scan(x, dt, A, B[:, :, None], C[:, :, None], self.chunk_size, h0,
                                   self.fast)                                     # (B, T, h, p); g = 1
         y = self.norm(y, x, self.D, z)                                           # (B, T, h p)
-        return self.out_proj(self.drop_out_proj(y)), final_state                 # (B, T, C), (B, h, p, n)
+        return self.out_proj(self.drop_out_proj(y)), (final_state, conv_tail)    # (B, T, C), ((B, h, p, n), (B, K-1, C))
 
 # -----------------------------------------------------------------------------
 # Blocks and the model
@@ -483,11 +503,11 @@ class Block(nn.Module):
         else:
             self.mixer = Mamba2(config)
 
-    def forward(self, x, rope_cs=None, state=None):
-        """x: (B, T, C); rope_cs: GPT's RoPE tables; state: a Mamba2 layer's initial state (B, h, p, n) or None
-        (zero). -> (x, the Mamba2 layer's final state; None for attention)"""
+    def forward(self, x, rope_cs=None, state=None, ssm=None):
+        """x: (B, T, C); rope_cs: GPT's RoPE tables; state, ssm: a Mamba2 layer's (Mamba2.forward).
+        -> (x, the Mamba2 layer's state at the end; None for attention)"""
         if self.kind == 'M':
-            y, state = self.mixer(self.norm_1(x), state)
+            y, state = self.mixer(self.norm_1(x), state, ssm)
             return x + self.drop_res(y), state
         x = x + self.drop_res(self.mixer(self.norm_1(x), rope_cs))
         return x + self.drop_res(self.mlp(self.norm_2(x))), None
@@ -533,16 +553,17 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, targets=None, scaling=None, states=None):
-        """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss), loss
+        """idx: (B, T) token ids. targets: (B, T) ids, -1 = no loss there. -> (logits, loss, states), loss
         the mean cross-entropy over the positions with a target. The LM head runs only where a
         target is set: logits is (N, vocab) for the N positions with targets != -1, in row-major
         order. Under torch.compile the head runs on every position (a selection whose size depends on
         the data would split the graph) and CompiledOrEager, below, keeps those N rows after the call.
         Without targets, logits is (B, 1, vocab) for the last position and loss is None. scaling: a
-        LengthScaling for RoPE layers at an eval length past training, None for the plain model. states:
-        None, every Mamba2 layer starts from a zero state (as in evaluation); or a list, one entry per layer,
-        a Mamba2 layer's initial state (B, h, p, n) or None (zero), and forward returns (logits, loss,
-        the layers' final states) (training from carried states, train.py's state_passing)."""
+        LengthScaling past the training length (RoPE layers, Mamba2 layers), None for the plain model.
+        states: where each layer continues from, a list over layers of a Mamba2 layer's state
+        (Mamba2.forward; None for attention layers), or None: every sequence starts afresh. The states
+        returned are each layer's at the end of idx, in that form: the next call continues from them (a long
+        sequence streamed in segments, or training from carried states)."""
         x = self.wte(idx)                                     # (B, T, C)
         T, cfg = idx.shape[1], self.config
         if T <= len(self.rope_cos) and (scaling is None or scaling.s == 1):
@@ -551,12 +572,11 @@ class GPT(nn.Module):
             rope_cs = rope_tables(T, cfg.n_embd // cfg.n_head, cfg.rope_theta, idx.device, scaling)
         finals = []
         for i, block in enumerate(self.blocks):
-            x, state = block(x, rope_cs, states[i] if states else None)
+            x, state = block(x, rope_cs, states[i] if states else None, self.ssm_scale(scaling, i))
             finals.append(state)
         x = self.norm_f(x)
         if targets is None:
-            logits, loss = F.linear(x[:, [-1], :], self.wte.weight), None   # (B, 1, V)
-            return (logits, loss) if states is None else (logits, loss, finals)
+            return F.linear(x[:, [-1], :], self.wte.weight), None, finals   # (B, 1, V)
         n_targets = (targets != -1).sum().clamp(min=1)
         if torch.compiler.is_compiling():                           # (B*T, V) logits; CompiledOrEager keeps N rows
             x, targets = x.flatten(0, 1), targets.flatten()         # (B*T, C), (B*T,)
@@ -565,7 +585,14 @@ class GPT(nn.Module):
             x, targets = x[sel], targets[sel]                       # (N, C), (N,)
         logits = F.linear(x, self.wte.weight)
         loss = F.cross_entropy(logits.float(), targets, ignore_index=-1, reduction='sum') / n_targets
-        return (logits, loss) if states is None else (logits, loss, finals)
+        return logits, loss, finals
+
+    def ssm_scale(self, scaling, i):
+        """Layer i's (LengthScaling.ssm, s_l) where a LengthScaling rescales Mamba2 layers, else None."""
+        if scaling is None or scaling.ssm == 'none' or self.blocks[i].kind != 'M' or not scaling.ssm_scales:
+            return None
+        s = scaling.ssm_scales
+        return scaling.ssm, s[0] if len(s) == 1 else s[sum(b.kind == 'M' for b in self.blocks[:i])]
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW with decay on the weight matrices of linear layers only: not on norms, biases,
@@ -617,12 +644,12 @@ class CompiledOrEager(nn.Module):
             torch._functorch.config.force_non_lazy_backward_lowering = True
 
     def forward(self, *args, **kw):
-        """GPT.forward's (logits, loss[, final states]). The compiled graph runs the LM head on every
+        """GPT.forward's (logits, loss, states). The compiled graph runs the LM head on every
         position, logits (B*T, V): a selection whose size depends on the data would split it; the rows with a
         target are picked here, after it: (N, V), as eagerly."""
         if self.compiled:
             try:
-                logits, loss, *states = self.compiled[0](*args, **kw)
+                logits, loss, states = self.compiled[0](*args, **kw)
             except torch._dynamo.exc.BackendCompilerFailed as e:
                 why = getattr(e, 'inner_exception', None) or e
                 print(f"torch.compile failed ({type(why).__name__}: {str(why).strip().splitlines()[0][:200]}); "
@@ -632,5 +659,5 @@ class CompiledOrEager(nn.Module):
                 targets = args[1] if len(args) > 1 else None
                 if targets is not None and len(logits) == targets.numel():   # (not if Dynamo ran it eagerly)
                     logits = logits[targets.flatten() != -1]
-                return logits, loss, *states
+                return logits, loss, states
         return self.model(*args, **kw)

@@ -500,10 +500,12 @@ def make_example(task, tok, length, rng, split='eval', distractors=0.0, pair_dis
     prompt = _assemble(draw, length - len(draw.answer) - len(tok.encode(END)), rng)
     return Example(task, split, prompt, draw.answer, draw.values, draw.value_spans, draw.keys)
 
-def eval_examples(task, tok, length, n, seed=0, distractors=0.0, pair_distance=None):
+def eval_examples(task, tok, length, n, seed=0, distractors=0.0, pair_distance=None, stream='eval'):
     """n held-out examples; the seed stream ('eval:...') never coincides with the corpus' streams.
-    distractors: as the run's corpus (mqar_haystack). pair_distance: mqar's pairs moved (make_example)."""
-    rng = random.Random(f"eval:{seed}:{task}:{length}")
+    distractors: as the run's corpus (mqar_haystack). pair_distance: mqar's pairs moved (make_example).
+    stream: 'calibration' draws examples of the same kind from a stream of their own (an eval variant's
+    calibration, which the evaluation must never see)."""
+    rng = random.Random(f"{stream}:{seed}:{task}:{length}")
     return [make_example(task, tok, length, rng, 'eval', distractors, pair_distance) for _ in range(n)]
 
 def make_document(task, tok, length, rng, split='train', distractors=0.0):

@@ -494,7 +494,7 @@ def estimate_val_loss(model, split, cfg, procs):
         rows = [(k * cfg['batch_size'] + j) % split.n_rows for j in range(cfg['batch_size'])]
         x, y = rows_to_batch(split, rows, cfg['block_size'], cfg['loss_on'], procs.device)
         with procs.autocast():
-            _, loss = model(x, y)
+            _, loss, _ = model(x, y)
         n = int((y != -1).sum())
         total, count = total + loss.item() * n, count + n
     model.train()
@@ -635,8 +635,9 @@ def initial_states(carried, cfg, gen):
     coordinate, fitted over the rows (states no row reached, on a new trajectory at every step)."""
     if cfg['state_passing'] == 'carry' or carried is None:
         return carried
-    return [None if s is None else s.mean(0) + s.std(0) * torch.randn(s.shape, generator=gen).to(s.device)
-            for s in carried]
+    # one row has no spread (its sd over rows is NaN): its draw is its own state
+    return [None if s is None else s.mean(0) + (s.std(0) if len(s) > 1 else torch.zeros_like(s[0]))
+            * torch.randn(s.shape, generator=gen).to(s.device) for s in carried]
 
 
 def train_step(model, optimizer, split, cfg, procs, step, lr, carried=None):
@@ -661,12 +662,13 @@ def train_step(model, optimizer, split, cfg, procs, step, lr, carried=None):
             model.require_backward_grad_sync = micro == procs.micro_steps - 1
         with procs.autocast():
             if carried is None:
-                _, loss = model(x, y)
+                _, loss, _ = model(x, y)
             else:             # from carried states: the noise from a stream of its own, apart from the masks'
                 gen = torch.Generator().manual_seed(draw_seed(cfg['seed'], step, procs.rank * procs.micro_steps + micro, 2))
                 states = initial_states(carried[micro], cfg, gen) or [None] * cfg['n_layer']
-                _, loss, finals = model(x, y, states=states)
-                carried[micro] = [None if f is None else f.detach() for f in finals]
+                # the SSM state alone: a row is a new document, so its conv starts afresh
+                _, loss, finals = model(x, y, states=[None if s is None else (s, None) for s in states])
+                carried[micro] = [None if f is None else f[0].detach() for f in finals]
         n = int((y != -1).sum())
         # loss is the mean over this micro-batch's n targets; weight it so the step's gradient is
         # the mean over all n_step targets (DDP averages over processes, hence * world_size)

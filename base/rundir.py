@@ -82,8 +82,10 @@ def git(*args):
 
 def provenance(device='cpu'):
     """What made a number: the code's commit (and whether tracked files differ from it), torch and Python,
-    the CPU model, torch's thread count and the device. A run reproduces bit for bit on the same code, CPU
-    model, torch and threads; on another CPU its per-seed values may differ. 'unknown' where not found."""
+    the CPU model and the instruction set torch picks its CPU kernels by (AVX2, AVX512, ...: two CPUs of one
+    model name can differ there), torch's thread count and the device. A run reproduces bit for bit on the
+    same code, CPU kernels, torch and threads; elsewhere its per-seed values may differ. 'unknown' where not
+    found."""
     import platform
     import torch
     commit = git('rev-parse', 'HEAD')
@@ -99,7 +101,8 @@ def provenance(device='cpu'):
         device = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
     return {'commit': commit or 'unknown', 'dirty': None if changed is None else bool(changed),
             'torch': torch.__version__, 'python': platform.python_version(), 'cpu': cpu,
-            'threads': torch.get_num_threads(), 'device': device}
+            'cpu_capability': torch.backends.cpu.get_cpu_capability(), 'threads': torch.get_num_threads(),
+            'device': device}
 
 
 def ckpt_path(path):

@@ -334,8 +334,8 @@ def labels(results):
            for v in [a.get('vs_control') or {}] if (v.get('area') or {}).get('left_out')}
     out |= {f"{a}'s change vs the control's": t.get('label')
             for a, t in results.get('long', {}).get('change_vs_control', {}).items()}
-    out |= {f"{t['a']} vs {t['b']} {at_point(t['point'], fixed_steps(results))}": t['left_out'].get('label')
-            for t in results.get('comparisons', []) if t['left_out']}
+    out |= {f"{t['a']} vs {t['b']}" + ('' if t['point'] is None else f" {at_point(t['point'], fixed_steps(results))}"):
+            t['left_out'].get('label') for t in results.get('comparisons', []) if t['left_out']}
     return out
 
 

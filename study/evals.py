@@ -67,12 +67,21 @@ def cached(run, name, key, compute):
     return record
 
 
+def samples_of(cfg):
+    """A study's examples a point in its final eval: eval_samples, or (eval_samples, eval_samples_long) where the
+    points past eval_lengths.LONG x have their own count (in the eval key only then: the caches before it stay)."""
+    return (cfg['eval_samples'], cfg['eval_samples_long']) if cfg['eval_samples_long'] else cfg['eval_samples']
+
+
 def eval_key(run, mults, n, device, variant=''):
     """What makes a final eval: a cached one with another key is computed again. The plain eval's key
     has no 'variant' (as before variants existed: its committed caches and records stay valid)."""
     # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
-    return {'multiples': mults, 'num_samples': n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
-            'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {})}
+    calibrated = variant and eval_lengths.calibration(variant)
+    return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
+            'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {}),
+            **({'calibration': {'examples': eval_lengths.CALIBRATION_EXAMPLES, 'grid': list(eval_lengths.SSM_GRID)}}
+               if calibrated else {})}
 
 
 def variants_of(run, variants):
@@ -90,7 +99,7 @@ def evaluated(run, variants):
 def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
     """The final eval of every finished run, plain and under each variant, and its train-vs-eval mismatch
     (mismatch=False: not, for --reproduce), each cached in its dir; compute=False only reads what eval processes
-    and jobs cached."""
+    and jobs cached. n: examples a point, or (eval_samples, eval_samples_long) (samples_of)."""
     for run in runs:
         if run.state != 'done' or run.recorded:
             continue
@@ -100,9 +109,10 @@ def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
             def final_eval(variant=variant):
                 print(f"{tag(run)} final eval{' under ' + variant if variant else ''}: {n} examples per task and "
                       f"length")
+                n_short, n_long = n if isinstance(n, (list, tuple)) else (n, 0)   # (eval_samples, eval_samples_long)
                 with contextlib.redirect_stdout(io.StringIO()):          # the model summary line, for every run
-                    return eval_lengths.evaluate_run(run.dir, tasks, mults, n, run.cfg['eval_batch_size'], device,
-                                                     variant=variant)
+                    return eval_lengths.evaluate_run(run.dir, tasks, mults, n_short, run.cfg['eval_batch_size'],
+                                                     device, variant=variant, n_long=n_long)
             record = cached(run, files.eval_cache(variant), eval_key(run, mults, n, device, variant),
                             final_eval if compute else None)
             if record is not None and variant:     # a new dict: a branch planned as a copy of its trunk shares its

@@ -18,7 +18,7 @@ import torch
 
 from base import rundir
 from study import files
-from study.evals import evaluate, evaluated
+from study.evals import evaluate, evaluated, samples_of
 from study.runs import command, fit_of, last_progress, ready, run_trainer, state, tag, to_train, trainer_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo root: train.py and the studies' paths
@@ -283,16 +283,16 @@ def launch_evals(runs, cfg, lists):
     """With eval_on=<launcher>: an eval job per finished run whose final evals or mismatch are not
     cached yet, unless one is queued or running; with --wait, wait for them. -> the runs still being evaluated."""
     mults, variants = lists.multiples, lists.variants
-    evaluate(runs, mults, cfg['eval_samples'], compute=False, variants=variants)
+    evaluate(runs, mults, samples_of(cfg), compute=False, variants=variants)
     todo = [r for r in runs if r.state == 'done' and not evaluated(r, variants)]
     # what a job needs of a run, picklable: no log records, no trainer, lock or open file
     slim = lambda r: dataclasses.replace(r, records=None, proc=None, train_log=None, lock=None)  # noqa: E731
-    live = dispatch(todo, cfg, lists, 'eval', lambda r: (slim(r), mults, cfg['eval_samples'], cfg['slurm_cpus_per_run'],
+    live = dispatch(todo, cfg, lists, 'eval', lambda r: (slim(r), mults, samples_of(cfg), cfg['slurm_cpus_per_run'],
                                                    variants))
     if not cfg['wait']:
         return [run for run, _ in live]
     wait_jobs(live, cfg, 'eval')
-    evaluate(todo, mults, cfg['eval_samples'], compute=False, variants=variants)
+    evaluate(todo, mults, samples_of(cfg), compute=False, variants=variants)
     for run, job in live:
         if not evaluated(run, variants):
             print(f"{tag(run)} FAILED: its eval job {job.job_id} ended without writing the eval; "

@@ -321,7 +321,12 @@ def summarize(runs, cfg, lists, study_argv):
         rule['eval_variants'] = cfg['eval_variants']
     if cfg['comparisons']:
         rule['comparisons'] = cfg['comparisons']
-    if any(a.get('fixed_steps') for a in arms_out.values()):
+    if cfg.get('every_run_counts'):
+        rule['fixed_steps'] = ("every run trains the same steps (steps_after_fit=0), its learning rate decayed at its "
+                               "end, and is measured there, fit or not (every_run_counts). A run not fit by its end is "
+                               "marked 'not fit by then' and its measured area counts in every test, unlike the fit "
+                               "runs only, tested beside it")
+    elif any(a.get('fixed_steps') for a in arms_out.values()):
         rule['fixed_steps'] = ("each trunk's points are fixed steps of its own training (snapshots_at_iter), each "
                                "cooled for cooldown_iters: every run is measured there, fit or not. A run not fit by "
                                "a point (its fit came later, or never) is marked 'not fit by then' there and its "
@@ -334,7 +339,8 @@ def summarize(runs, cfg, lists, study_argv):
             seeds += [run.seed] if run.seed not in seeds else []
     results = {'command': 'python ablate.py ' + shlex.join(study_argv), 'base_config': cfg['base_config'],
                'common': cfg['common'], 'grid_dir': cfg['grid_dir'],
-               'eval': {'multiples': list(lists.multiples), 'eval_samples': cfg['eval_samples'], 'seed': 0,
+               'eval': {'multiples': list(lists.multiples), 'eval_samples': cfg['eval_samples'],
+                        **({'eval_samples_long': cfg['eval_samples_long']} if cfg.get('eval_samples_long') else {}), 'seed': 0,
                         'std': 'sample standard deviation over seeds',
                         **({'variants': list(lists.variants)} if lists.variants else {})},
                'rule': rule, 'arms': arms_out, **({'long': long_training(arms_out, cfg)} if snapshots else {}),

@@ -16,8 +16,8 @@ import shutil
 
 from base import rundir
 from study import files
-from study.evals import evaluate
 from study.derive import area_and_range
+from study.evals import evaluate, samples_of
 from study.outcomes import machine_of
 from study.runs import command, run_trainer, state, trainer_env
 
@@ -71,7 +71,7 @@ def reproduce(runs, study_cfg, arm, k, mults, rerun):
                                  f"command to continue it")
             run.state = 'done'
         torch.set_num_threads(THREADS)
-        evaluate([run], mults, study_cfg['eval_samples'], mismatch=False)
+        evaluate([run], mults, samples_of(study_cfg), mismatch=False)
         rundir.stop_if_asked()              # (an exit torch swallowed inside the eval)
         curve = {int(m[:-1]): a for m, a in run.eval['length_eval'][task].items()}
         area, _ = area_and_range(curve, study_cfg['range_threshold'])

@@ -158,11 +158,12 @@ def provenance_of(run):
 
 def fit_by_then(run):
     """The step a finished run fit at, by the step it is read at where that is fixed (a trunk's stop, its
-    branch's snapshot: a fit found in the branch's decay is not one by then); None: not fit (by then)."""
+    branch's snapshot: a fit found in the branch's decay is not one by then; a run of equal steps' end);
+    None: not fit (by then)."""
     fit = run.records[-1]['fit_iter']
     if fit is None or not run.fixed_steps:
         return fit
-    return fit if fit <= (run.cfg['max_iters'] if run.point == 'trunk' else run.point) else None
+    return fit if fit <= (run.cfg['max_iters'] if run.point in ('trunk', None) else run.point) else None
 
 
 def command(run, resume, trunk_fit=None):

@@ -87,6 +87,8 @@ def check(cfg, passed, selected, train_settings):
     for k in ('workers', 'eval_samples'):
         if cfg[k] < 1:
             fail(f"{k}={cfg[k]} must be positive")
+    if cfg['eval_samples_long'] < 0:
+        fail(f"eval_samples_long={cfg['eval_samples_long']} must be >= 0 (0: eval_samples past 64x too)")
     for k in ('grid_dir', 'results_dir'):
         if os.path.exists(cfg[k]) and not os.path.isdir(cfg[k]):
             fail(f"{k}={cfg[k]!r} is a file, not a folder: give a folder")
@@ -178,6 +180,13 @@ def check(cfg, passed, selected, train_settings):
                  + ', '.join(f"{k}={theirs.get(k)!r} there, {k}={corpus.get(k)!r} here" for k in differ[:3])
                  + "): give each its own data_dir in its overrides")
 
+    if cfg['every_run_counts']:
+        unequal = next((r for r in runs if r.cfg['steps_after_fit'] or r.snapshots), None)
+        if unequal:
+            fail(f"every_run_counts=True counts every run as trained for the same steps, and arm '{unequal.arm}' "
+                 f"stops {unequal.cfg['steps_after_fit']} steps after its fit or keeps snapshots: give every arm "
+                 f"steps_after_fit=0 and no snapshots (a study of snapshots at fixed steps counts every run already)")
+
     # one kind of point in a study
     if len(set(kinds.values())) > 1:
         fail("arms " + ', '.join(a for a, f in kinds.items() if f) + " keep snapshots at fixed steps "
@@ -238,8 +247,11 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
         fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
     eval_tasks, quick, model, snapshots, fixed = (checked.eval_tasks, checked.quick, checked.model, checked.snapshots,
                                                   checked.fixed)
-    if variants and not model.has_rope():
-        fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r} rescale RoPE layers, and its model has none")
+    for v in variants:
+        misfit = eval_lengths.variant_misfit(model, v)
+        if misfit:
+            fail(f"arm '{arm}': eval_variants={cfg['eval_variants']!r}: {v!r} rescales {misfit} layers, and its model "
+                 f"has none")
     if 1 not in quick:      # the summary's fit rule reads the 1x quick eval of every run
         fail(f"arm '{arm}': its quick eval (eval_multiples={run_cfg['eval_multiples']!r}) has no 1x: "
              f"no run could fit, so the study would summarize nothing; add 1")

@@ -333,8 +333,10 @@ def at_point(point, fixed):
 
 
 def fixed_steps(results):
-    """Whether a summary's points are fixed steps of each trunk's training rather than steps past its fit."""
-    return bool(results.get('long', {}).get('fixed_steps'))
+    """Whether a summary's runs are read at fixed steps of their training (a trunk's snapshots at fixed steps, or
+    runs that all train the same steps: every_run_counts) rather than steps past their fit."""
+    return bool(results.get('long', {}).get('fixed_steps')) or any(a.get('fixed_steps')
+                                                                   for a in results.get('arms', {}).values())
 
 
 def second_analysis(fixed):

@@ -11,10 +11,10 @@ import signal
 
 from base import rundir
 from study import files
-from study.evals import evaluated as is_evaluated
-from study.records import recall
 from study.derive import labels
+from study.evals import evaluated as is_evaluated, samples_of
 from study.outcomes import find_fit, summarize
+from study.records import recall
 from study.plots import plot, step_curves
 from study.runs import SCHEDULING, state, strand
 from study.tables import format_markdown
@@ -62,10 +62,13 @@ RULE_KEYS = ('control', 'families', 'comparisons', 'delta', 'fit_accuracy', 'ext
 # rule keys added after studies were summarized, with the value that means what those studies did
 RULE_ADDED = {'fit_plus_reading': 0, 'fit_plus_window': 0}
 RECORDED = ('fixed', 'config_commit')     # how a summary recorded its rule: a rerun writes these anew
+# rule keys recorded only where set away from their default (so the summaries before them keep every byte)
+RULE_IF_SET = {'every_run_counts': False, 'eval_samples_long': 0}
 
 
 def rule_of(cfg):
-    return json.loads(json.dumps({k: cfg[k] for k in RULE_KEYS}))     # as results.json holds it (lists, not tuples)
+    rule = {k: cfg[k] for k in RULE_KEYS} | {k: cfg[k] for k, plain in RULE_IF_SET.items() if cfg[k] != plain}
+    return json.loads(json.dumps(rule))     # as results.json holds it (lists, not tuples)
 
 
 def rule_change(cfg, argv, out):
@@ -80,9 +83,9 @@ def rule_change(cfg, argv, out):
         fixed = old['rule'].get('fixed') if same_grid else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None                          # no summary of this grid's to hold it to (summary_dir set a bad one aside)
-    now = rule_of(cfg)
+    now = RULE_IF_SET | rule_of(cfg)
     if isinstance(fixed, dict):          # a key added since the summary: as it then was
-        fixed = {**{k: v for k, v in RULE_ADDED.items() if k not in fixed}, **fixed}
+        fixed = {**RULE_IF_SET, **{k: v for k, v in RULE_ADDED.items() if k not in fixed}, **fixed}
     changed = [k for k in now if isinstance(fixed, dict) and fixed.get(k) != now[k]]
     if not changed:
         return old.get('rule_change') if cfg['rule_changed'] else None
@@ -102,7 +105,7 @@ def summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change):
             run.state = state(run)
     variants = lists.variants
     if records:
-        recall(runs, records, cfg['grid_dir'], lists.multiples, cfg['eval_samples'], variants)
+        recall(runs, records, cfg['grid_dir'], lists.multiples, samples_of(cfg), variants)
     runs, never = strand(runs, never)
     evaluated(runs)               # cached evals are read (computed here where this grid computes them)
     for run in runs:

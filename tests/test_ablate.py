@@ -526,7 +526,9 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     (['--snapshots_at_iter=2,4', '--cooldown_iters=1', '--late_snapshot=3'], ['late_snapshot=3', "'2,4'"]),
     (['--eval_variants=yarn,,ntk'], ['eval_variants', 'empty item']),
     (['--eval_variants=yarn2'], ["'yarn2'", 'pi, ntk, yarn']),
-    (['--eval_variants=yarn', '--nope_every=1'], ["arm 'none'", 'rescale RoPE layers, and its model has none']),
+    (['--eval_variants=yarn', '--nope_every=1'], ["arm 'none'", 'rescales RoPE layers, and its model has none']),
+    (['--eval_variants=decay'], ["arm 'none'", "'decay' rescales Mamba2 layers, and its model has none"]),
+    (['--every_run_counts=True', '--steps_after_fit=2'], ['every_run_counts=True', "arm 'none'", 'steps_after_fit=0']),
     (['--comparisons={"x": [["none@yarn", "wd"]]}'], ['comparisons', "'yarn' is not one of eval_variants"]),
     (['--comparisons={"x": [["none", "wdd"]]}'], ['comparisons', "'wdd' is not an arm"]),
     (['--families={"x": ["wd\'s change"]}'], ['families', "\"wd's change\"", "add 'wd' to it"]),
@@ -1077,6 +1079,43 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
                                                                                           panels}))
     plots.plot(res, {}, str(tmp_path))
     assert drawn['accuracy_vs_length.png'] == [f"niah_single, cooled at {p}" for p in (6000, 11000, 16000)]
+
+
+def test_with_every_run_counts_each_run_of_equal_steps_counts_fit_or_not(tmp_path):
+    """every_run_counts: runs that all train the same steps count with their measured area whether they fit or
+    not (none's seed 5 never fits: area 1.0 counts, and is left out of the fit runs only); the comparisons of
+    variants count every run as well; the tables mark the run not fit by then and never call it never fit."""
+    noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.002, 0.001]
+
+    def area(arm, seed):
+        return 1.0 if (arm, seed) == ('none', 5) else 0.6 + noise[seed - 1] + (0.1 if arm == 'vpad' else 0)
+
+    def run(arm, seed):
+        fit = None if (arm, seed) == ('none', 5) else 3000
+        log = [{'iter': i, 'length_eval': {'niah_single': {'1x': 0.5}}, 'fit_iter': fit if fit and fit <= i else None}
+               for i in range(0, 10001, 2500)]
+        r = fake_run(tmp_path, arm, seed, 1.0, 2 * area(arm, seed) - 1.0, log)
+        decay = {'block_size': 128, 'length_eval': {'niah_single': {'1x': 1.0, '16x': 2 * area(arm, seed) - 0.8}}}
+        return dataclasses.replace(r, cfg={'max_iters': 10000}, fixed_steps=True, evals={'decay': decay})
+    runs = [run(arm, s) for s in range(1, 8) for arm in ('none', 'vpad')]
+    outcomes.find_fit(runs)
+    cfg = configure(abl.study_settings(), []) | {
+        'arms': {'none': {}, 'vpad': {'dropout_site': 'vpad'}}, 'extrap_multiple': 16, 'every_run_counts': True,
+        'eval_variants': 'decay', 'comparisons': {'primary': [['vpad@decay', 'none@decay'], ['vpad', 'none']]}}
+    res = json.loads(json.dumps(summarize(runs, cfg, ['study.py'])))
+    none, vpad = res['arms']['none'], res['arms']['vpad']
+    assert (none['not_fit_by_then'], none['never_fit'], none['runs']) == ([5], [], 7)
+    assert none['area']['per_seed']['5'] == pytest.approx(1.0) and '5' not in none['area']['fit_runs_only']['per_seed']
+    t = vpad['vs_control']['area']
+    assert len(t['left_out']['seeds']) == 7 and len(t['fit_runs_only']['seeds']) == 6
+    assert t['left_out']['difference'] == pytest.approx(sum(area('vpad', s) - area('none', s) for s in range(1, 8)) / 7)
+    assert t['fit_runs_only']['label'] == 'higher'
+    decay, plain = res['comparisons']
+    assert len(decay['left_out']['seeds']) == 7 and decay['left_out']['p_holm'] == plain['left_out']['p_holm'] or \
+        decay['left_out']['p_holm'] >= decay['left_out']['p']
+    assert 'every run trains the same steps' in res['rule']['fixed_steps']
+    md = tables.format_markdown(res)
+    assert '| none | 7 (1) |' in md and 'never fit as 0' not in md
 
 
 @pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)

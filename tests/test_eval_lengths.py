@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 import torch
@@ -38,7 +39,7 @@ def tiny_model(tok, **kw):
 def greedy(model, prompt, n):
     seq = list(prompt)
     for _ in range(n):
-        logits, _ = model(torch.tensor([seq]))
+        logits, _, _ = model(torch.tensor([seq]))
         seq.append(int(logits[0, -1].argmax()))
     return seq[len(prompt):]
 
@@ -107,7 +108,7 @@ class Oracle(torch.nn.Module):
         self.vocab, self.end = tok.vocab_size, tok.encode(sample_data.END)[0]
         self.end_first = end_first
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, scaling=None, states=None):
         pred = targets.clone()
         for b in range(idx.shape[0]):
             pos = (targets[b] != -1).nonzero().flatten()
@@ -116,7 +117,7 @@ class Oracle(torch.nn.Module):
             elif int(idx[b].sum()) % 3 == 0:
                 pred[b, pos[-1]] = (pred[b, pos[-1]] + 1) % self.vocab
         pred = pred[targets != -1]
-        return torch.nn.functional.one_hot(pred, self.vocab).float(), None
+        return torch.nn.functional.one_hot(pred, self.vocab).float(), None, None
 
 
 def test_same_examples_every_call(tok):
@@ -415,6 +416,12 @@ def test_a_variant_writes_its_own_record_beside_the_plain_one(tok, tmp_path, cap
     (['--rope_scaling=ntk2'], ['rope_scaling', 'yarn']),
     (['--logit_scale=hot'], ['logit_scale', "'log'"]),
     (['--rope_scaling=ntk'], ['no RoPE layer', 'evaluate it plain']),     # tiny_model's NoPE-only variant below
+    (['--ssm_scaling=decay'], ['no Mamba2 layer', "ssm_scaling='decay' rescales", 'evaluate it plain']),
+    (['--ssm_scaling=delta'], ['ssm_scaling', 'decay']),
+    (['--ssm_scaling=dt', '--ssm_scale=fast'], ['ssm_scale', 'auto_layers']),
+    (['--pair_distance=3'], ['pair_distance=3', 'mqar']),
+    (['--pair_distance=3', '--tasks=trained'], ['pair_distance=3', 'add --tasks=mqar']),
+    (['--pair_distance=100000', '--tasks=mqar', '--multiples=1,2'], ['pair_distance=100000', 'needs', 'longest']),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tok, tmp_path, args, words):
     if '--device=cuda' in args and torch.cuda.is_available():
@@ -529,13 +536,13 @@ class Lookup(torch.nn.Module):
         self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=1, n_embd=32, n_head=2, short_conv=0, nope_every=0)
         self.vocab, self.read_key = tok.vocab_size, read_key
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, scaling=None, states=None):
         pred = torch.zeros_like(targets)
         for b, t in (targets != -1).nonzero().tolist():
             seq = idx[b, :t + 1].tolist()
             src = seq.index(seq[t]) if self.read_key else 0
             pred[b, t] = idx[b, src + 1] if src < t else 0
-        return torch.nn.functional.one_hot(pred[targets != -1], self.vocab).float(), None
+        return torch.nn.functional.one_hot(pred[targets != -1], self.vocab).float(), None, None
 
 
 def test_mqar_needs_the_key(tok):
@@ -583,9 +590,9 @@ def test_an_eval_on_a_gpu_keeps_the_precision_the_run_trained_in(tok, monkeypatc
     seen = []
 
     class Recorder(torch.nn.Module):                 # what score() runs the model under
-        def forward(self, idx, targets):
+        def forward(self, idx, targets, scaling=None, states=None):
             seen.append(torch.is_autocast_enabled('cpu'))
-            return torch.zeros(int((targets != -1).sum()), tok.vocab_size), None
+            return torch.zeros(int((targets != -1).sum()), tok.vocab_size), None, None
     examples = E.sample_data.eval_examples('mqar', tok, 64, 2, seed=0)
     E.score(Recorder(), examples, 'cpu')
     with torch.autocast('cpu', dtype=torch.bfloat16):
@@ -686,3 +693,111 @@ def test_the_absent_key_probe_leaves_no_asked_key_in_a_haystack(tok):
             asked = [probe.prompt[-1], probe.answer[1]]
             assert all(k in new for k in asked) and probe.prompt[:-1].count(asked[0]) == 0
             assert asked[1] not in probe.prompt and len(probe.prompt) == len(ex.prompt)
+
+
+# -----------------------------------------------------------------------------
+# a recurrent model streamed to long lengths, and Mamba2's inference-time scaling calibrated per length
+
+@pytest.mark.parametrize('length', [128, 150])
+def test_streamed_scoring_equals_one_pass(tok, length, monkeypatch):
+    """An all-Mamba2 model scored in segments of 32 tokens (the states carried) marks the same answer tokens right
+    as one pass, at a length that is (128) and is not (150) a multiple of the segment, plain and rescaled."""
+    monkeypatch.setattr(kernels, 'USE_COMPILE', False)
+    model = tiny_model(tok, block_pattern='M', chunk_size=16)
+    examples = sample_data.eval_examples('mqar', tok, length, 6, seed=3)
+    for scaling in (None, M.LengthScaling(ssm='decay', ssm_scales=(0.5, 0.25))):
+        assert E.score(model, examples, 'cpu', scaling, segment=32) == E.score(model, examples, 'cpu', scaling,
+                                                                               segment=10 ** 6)
+
+
+class ScaleOracle(torch.nn.Module):
+    """A two-layer Mamba2 stand-in whose answers are right on a share good(scales) of the examples (those whose
+    tokens sum to less than that share of 1000, mod 1000): a model whose best Mamba2 scale is known. It records
+    every example it reads, and each scale it is asked under."""
+    def __init__(self, tok, good):
+        super().__init__()
+        self.config = GPTConfig(vocab_size=tok.vocab_size, n_layer=2, n_embd=32, block_pattern='M')
+        self.blocks = [types.SimpleNamespace(kind='M')] * 2
+        self.vocab, self.good, self.seen, self.asked = tok.vocab_size, good, set(), []
+
+    def forward(self, idx, targets, scaling=None, states=None):
+        scales = tuple(scaling.ssm_scales) if scaling is not None else (1.0, 1.0)
+        scales = scales * 2 if len(scales) == 1 else scales
+        if not self.asked or self.asked[-1] != scales:
+            self.asked.append(scales)
+        pred = targets.clone()
+        for b in range(idx.shape[0]):
+            self.seen.add(tuple(idx[b].tolist()))
+            if int(idx[b].sum()) % 1000 >= 1000 * self.good(scales):
+                pred[b][targets[b] != -1] = (targets[b][targets[b] != -1] + 1) % self.vocab
+        return torch.nn.functional.one_hot(pred[targets != -1], self.vocab).float(), None, None
+
+
+def test_calibration_takes_the_best_scale_trying_from_one_outward_and_stops_at_a_perfect_score(tok):
+    model = ScaleOracle(tok, lambda s: {0.25: 1.0, 0.5: 0.5, 0.125: 0.5}.get(s[0], 0.0))
+    scales, acc, tried = E.calibrate(model, tok, 'mqar', 256, 'decay', 10, 8, 'cpu')
+    assert scales == (0.25, 0.25) and acc == 1.0
+    assert model.asked == [(1.0, 1.0), (0.5, 0.5), (2.0, 2.0), (0.25, 0.25)] == [s for s, _ in tried]
+    assert [a for _, a in tried][-1] == 1.0 and 0 < [a for _, a in tried][1] < 1
+
+
+def test_calibration_ties_go_to_the_scale_nearest_one(tok):
+    model = ScaleOracle(tok, lambda s: 0.5 if s[0] in (0.25, 4.0, 1 / 16) else 0.0)
+    scales, acc, _ = E.calibrate(model, tok, 'mqar', 256, 'dt', 10, 8, 'cpu')
+    assert scales == (0.25, 0.25) and 0 < acc < 1
+    assert set(model.asked) == {(s, s) for s in E.SSM_GRID}          # no perfect score: every candidate tried
+
+
+def test_calibration_per_layer_searches_each_layer_in_turn_from_the_shared_best(tok):
+    """'decay_layers': the shared best first (0.5 and 0.125 tie at 0.5; 0.5 is nearer 1), then layer 0 with
+    layer 1 held, then layer 1: (0.5, 0.125), which no shared scale reaches."""
+    model = ScaleOracle(tok, lambda s: 0.5 * (s[0] == 0.5) + 0.5 * (s[1] == 0.125))
+    scales, acc, _ = E.calibrate(model, tok, 'mqar', 256, 'decay_layers', 10, 8, 'cpu')
+    assert scales == (0.5, 0.125) and acc == 1.0
+
+
+def test_no_calibration_example_is_an_evaluation_example(tok, monkeypatch):
+    """Calibration reads examples of its own stream only, none of them one the evaluation scores; where a
+    stream gave nothing else (here forced: the evaluation's own examples) it refuses rather than calibrate on
+    them."""
+    model = ScaleOracle(tok, lambda s: 1.0)
+    for length in (64, 512):
+        E.calibrate(model, tok, 'mqar', length, 'decay', 100, 8, 'cpu')
+        evaluated = {tuple((ex.prompt + ex.answer)[:-1]) for ex in sample_data.eval_examples('mqar', tok, length, 100)}
+        assert len(model.seen) >= E.CALIBRATION_EXAMPLES and not model.seen & evaluated
+        model.seen.clear()
+    draw = sample_data.eval_examples
+    monkeypatch.setattr(sample_data, 'eval_examples', lambda *a, stream='eval', **k: draw(*a, **k))
+    with pytest.raises(ValueError, match="no calibration example"):
+        E.calibrate(model, tok, 'mqar', 64, 'decay', 100, 8, 'cpu')
+
+
+def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_path, monkeypatch):
+    """eval_lengths.py --ssm_scaling=decay on a Mamba2 run: eval_lengths_decay.json names the variant and, per
+    point, the scales calibration chose; each accuracy is evaluate()'s under those scales; a second run
+    writes the same numbers."""
+    monkeypatch.setattr(kernels, 'USE_COMPILE', False)
+    run = str(tmp_path / 'r')
+    save_tiny_run(run, tok, block_pattern='M', chunk_size=16, config={'tasks': 'mqar'})
+    args = (f'--out_dirs={run}', '--multiples=1,2', '--eval_samples=4', '--ssm_scaling=decay', '--plot=False')
+    assert main_here(*args) is None
+    rec = json.load(open(os.path.join(run, 'eval_lengths_decay.json')))
+    assert (rec['variant'], rec['ssm_scaling'], rec['ssm_scale']) == ('decay', 'decay', 'auto')
+    model = E.load_run(run, 'cpu')[0]
+    for m in ('1x', '2x'):
+        chosen = rec['calibrated']['mqar'][m]['scales']
+        assert len(chosen) == 2 and all(s in E.SSM_GRID for s in chosen)
+        assert rec['length_eval']['mqar'][m] == E.evaluate(model, tok, 'mqar', 128 * int(m[:-1]), 4, 8, 'cpu',
+                                                           variant='decay', scales=chosen)
+    assert main_here(*args) is None
+    again = json.load(open(os.path.join(run, 'eval_lengths_decay.json')))
+    assert (again['length_eval'], again['calibrated']) == (rec['length_eval'], rec['calibrated'])
+
+
+@pytest.mark.parametrize('name,ssm,scales,flags', [
+    ('decay', 'decay', (), ('none', '', 'decay', 'auto')), ('dt_layers', 'dt', (), ('none', '', 'dt', 'auto_layers')),
+    ('dt0.5', 'dt', (0.5,), ('none', '', 'dt', '0.5')), ('yarn+decay2', 'decay', (2.0,), ('yarn', '', 'decay', '2'))])
+def test_mamba2_variant_names_round_trip(name, ssm, scales, flags):
+    sc = E.parse_variant(name)
+    assert (sc.ssm, sc.ssm_scales) == (ssm, scales) and E.check_variant(*flags) == name
+    assert E.calibration(name) == ('' if scales else flags[3])

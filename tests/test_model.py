@@ -252,8 +252,9 @@ def test_a_scan_split_in_two_carries_its_state_exactly():
 
 
 def test_gpt_hands_each_mamba2_layers_final_state_out_and_takes_it_in():
-    """GPT.forward with states: one entry per layer, a Mamba2 layer's state (attention layers: None); from a
-    zero state it is the model without states; a state fed back in changes the Mamba2 layers' outputs."""
+    """GPT.forward's states: one entry per layer, a Mamba2 layer's (SSM state, the conv's last d_conv - 1 inputs),
+    None for attention; from zero states it is the model without states; a state fed back in changes the
+    Mamba2 layers' outputs."""
     torch.manual_seed(0)
     m = GPT(tiny(block_pattern='AM', n_layer=3))
     idx = torch.randint(0, 64, (2, 20))
@@ -262,8 +263,84 @@ def test_gpt_hands_each_mamba2_layers_final_state_out_and_takes_it_in():
         logits, loss, finals = m(idx, idx, states=[None] * 3)
         again = m(idx, idx, states=finals)
     assert torch.equal(logits, plain[0]) and torch.equal(loss, plain[1])
-    assert finals[0] is None and finals[2] is None and finals[1].shape == (2, m.blocks[1].mixer.n_heads, 16, 8)
-    assert not torch.equal(again[1], loss) and again[2][1].shape == finals[1].shape
+    mixer = m.blocks[1].mixer
+    assert finals[0] is None and finals[2] is None and finals[1][0].shape == (2, mixer.n_heads, 16, 8)
+    assert finals[1][1].shape == (2, m.config.d_conv - 1, mixer.d_inner + 2 * mixer.d_state)
+    assert not torch.equal(again[1], loss) and again[2][1][0].shape == finals[1][0].shape
+
+
+def stream(m, idx, segment, scaling=None):
+    """All positions' logits (B, T, V) of m read in segments of `segment` tokens, each from the states the last
+    one left (eval_lengths.score's streaming)."""
+    out, states = [], None
+    for a in range(0, idx.shape[1], segment):
+        x = idx[:, a:a + segment]
+        logits, _, states = m(x, x, scaling=scaling, states=states)          # every position a target
+        out.append(logits.view(x.shape[0], x.shape[1], -1))
+    return torch.cat(out, dim=1)
+
+
+@pytest.mark.parametrize('T', [32, 37])
+@pytest.mark.parametrize('dtype,fast,tol', [(torch.float64, False, 1e-10), (torch.float32, True, 1e-5)])
+def test_a_mamba2_model_streamed_in_segments_equals_one_pass(eager, T, dtype, fast, tol):
+    """Each segment from the states the last one left (the scan's state and the conv's last inputs) gives one
+    pass's logits at every position, at lengths that are (32) and are not (37) multiples of the segments (8,
+    16) and chunks (8), also under a Mamba2 scaling. Tolerance: float64 readable code 1e-10, float32 kernels 1e-5."""
+    torch.manual_seed(0)
+    m = GPT(tiny(block_pattern='M', fast_kernels=fast)).to(dtype).eval()
+    idx = torch.randint(0, 64, (2, T))
+    with torch.no_grad():
+        for scaling in (None, M.LengthScaling(ssm='decay', ssm_scales=(0.3, 2.0))):
+            whole = stream(m, idx, T, scaling)
+            for segment in (8, 16):
+                torch.testing.assert_close(stream(m, idx, segment, scaling), whole, rtol=tol, atol=tol)
+
+
+def test_mamba2_scalings_at_one_are_the_plain_model_bit_for_bit():
+    torch.manual_seed(0)
+    m = GPT(tiny(block_pattern='M')).eval()
+    idx = torch.randint(0, 64, (2, 24))
+    with torch.no_grad(), kernels.eager():
+        plain = m(idx, idx)[0]
+        for kind in ('dt', 'decay'):
+            for scales in ((1.0,), (1.0, 1.0)):
+                assert torch.equal(m(idx, idx, scaling=M.LengthScaling(ssm=kind, ssm_scales=scales))[0], plain)
+
+
+def test_mamba2_decay_scaling_is_A_log_times_s_per_layer():
+    """Mamba Modulation: A = -exp(s_l A_log) in layer l, the model whose A_log is multiplied by s_l; one value
+    scales every layer."""
+    torch.manual_seed(0)
+    m = GPT(tiny(block_pattern='M')).eval()
+    twin = GPT(m.config).eval()
+    twin.load_state_dict(m.state_dict())
+    idx = torch.randint(0, 64, (2, 24))
+    with torch.no_grad(), kernels.eager():
+        for scales in ((0.25, 3.0), (0.5,)):
+            for block, mine, s in zip(twin.blocks, m.blocks, scales * 2):
+                block.mixer.A_log.copy_(mine.mixer.A_log * s)
+            got = m(idx, idx, scaling=M.LengthScaling(ssm='decay', ssm_scales=scales))[0]
+            assert torch.equal(got, twin(idx, idx)[0])
+            assert not torch.equal(got, m(idx, idx)[0])
+
+
+def test_mamba2_dt_scaling_multiplies_each_step_against_the_loop():
+    """MambaExtend: dt x s in the decay exp(s dt A) and in the input s dt B x, checked against the mixer
+    written out with the sequential scan (float64; the chunked and the sequential sums round apart by ~1e-10)."""
+    torch.manual_seed(0)
+    mixer = M.Mamba2(tiny(block_pattern='M', fast_kernels=False)).double().eval()
+    u, s = torch.randn(2, 19, 32, dtype=torch.float64), 0.3
+    with torch.no_grad():
+        got, _ = mixer(u, ssm=('dt', s))
+        h, p, n = mixer.n_heads, mixer.headdim, mixer.d_state
+        z, xBC, dt = mixer.in_proj(u).split([mixer.d_inner, mixer.d_inner + 2 * n, h], dim=-1)
+        xBC = M.causal_conv_silu(xBC, mixer.conv1d_weight, mixer.conv1d_bias)
+        x, B, C = xBC.split([mixer.d_inner, n, n], dim=-1)
+        dt = F.softplus(dt + mixer.dt_bias) * s
+        x = x.view(2, 19, h, p)
+        y, _ = ssd_scan_sequential(x, dt, -torch.exp(mixer.A_log), B[:, :, None], C[:, :, None])
+        want = mixer.out_proj(M.gated_rms_norm(y, x, mixer.D, z, mixer.norm.weight, mixer.norm.eps))
+    torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)
 
 
 def test_fast_scan_backward_takes_the_expanded_gradient_of_a_sum():
@@ -414,7 +491,7 @@ def train_a_few_steps(cfg, steps=4):
     for step in range(steps):
         batch = torch.randint(0, cfg.vocab_size, (4, cfg.block_size + 1), generator=g)
         torch.manual_seed(100 + step)
-        _, loss = model(batch[:, :-1], batch[:, 1:])
+        _, loss, _ = model(batch[:, :-1], batch[:, 1:])
         loss.backward()
         grads = grads or {n: p.grad.clone() for n, p in model.named_parameters()}
         opt.step()
@@ -473,7 +550,7 @@ def test_sliding_window_equals_band_masked_full_attention(T, window):
 
 
 def all_logits(model, idx):
-    logits, _ = model(idx, torch.zeros_like(idx))
+    logits, _, _ = model(idx, torch.zeros_like(idx))
     return logits.view(*idx.shape, -1)
 
 
@@ -531,7 +608,7 @@ def test_64k_token_forward_memory_is_linear():
         "m = GPT(GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=64, window=64, nope_every=0, "
         "short_conv=0)).eval()\n"
         "with torch.no_grad():\n"
-        "    logits, _ = m(torch.randint(0, 64, (1, 65536)))\n"
+        "    logits, _, _ = m(torch.randint(0, 64, (1, 65536)))\n"
         "assert logits.shape == (1, 1, 64) and torch.isfinite(logits).all()\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -554,7 +631,7 @@ def test_forward_at_64x_block_size(arch):
     targets = torch.full_like(idx, -1)
     targets[0, -5:] = idx[0, -5:]
     with torch.no_grad():
-        logits, loss = model(idx, targets)
+        logits, loss, _ = model(idx, targets)
     assert logits.shape == (5, cfg.vocab_size)
     assert torch.isfinite(loss)
 
@@ -687,11 +764,11 @@ def test_lm_head_only_where_targets_are_set():
     idx = torch.randint(0, 64, (2, 10))
     targets = torch.full_like(idx, -1)
     targets[0, 3], targets[1, 7] = 5, 9
-    logits, loss = m(idx, targets)
+    logits, loss, _ = m(idx, targets)
     full = all_logits(m, idx)
     torch.testing.assert_close(logits, torch.stack([full[0, 3], full[1, 7]]))
     torch.testing.assert_close(loss, F.cross_entropy(logits, torch.tensor([5, 9])))
-    last, none = m(idx)
+    last, none, _ = m(idx)
     assert last.shape == (2, 1, 64) and none is None
     torch.testing.assert_close(last[:, 0], full[:, -1])
 
@@ -709,7 +786,7 @@ def test_compiled_model_returns_the_eager_logits_rows():
         whole = torch.compile(m)(idx, targets)[0]               # the graph's own output: every position
     assert whole.shape == (2 * 16, 64)
     assert compiled[0].shape == eager[0].shape == (int((targets != -1).sum()), 64)
-    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled[:2], eager[:2])
     torch.testing.assert_close(compiled[0], whole[targets.flatten() != -1], rtol=0, atol=0)
 
 
@@ -740,7 +817,7 @@ def test_compiled_graphs_read_the_rope_tables_and_hold_no_scan():
         return make_boxed_func(gm)
     m = GPT(tiny(block_pattern='AM', window=8, dropout=0.1, dropout_site='vpad'))
     idx = torch.randint(0, 64, (2, 16))
-    _, loss = torch.compile(m, backend=aot_autograd(fw_compiler=record, bw_compiler=record))(idx, idx)
+    _, loss, _ = torch.compile(m, backend=aot_autograd(fw_compiler=record, bw_compiler=record))(idx, idx)
     loss.backward()
     assert 'aten.bmm.default' in ops and 'aten.exp.default' in ops     # the graphs hold the model
     assert [o for o in ops if any(w in o for w in ('cos', 'sin', 'cumsum', 'cumprod'))] == []
@@ -750,7 +827,7 @@ def train_losses(model, idx, targets, steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(steps):
-        _, loss = model(idx, targets)
+        _, loss, _ = model(idx, targets)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -803,7 +880,7 @@ def test_train_compile_failure_is_one_line_and_training_goes_on_eagerly(where, c
     idx = torch.randint(0, 64, (2, 16))
     wrapped = CompiledOrEager(model, backend=backend)
     capsys.readouterr()
-    _, loss = wrapped(idx, idx)
+    _, loss, _ = wrapped(idx, idx)
     loss.backward()
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith("torch.compile failed (TypeError: list indices")

@@ -21,10 +21,10 @@ def test_the_recorder_computes_what_the_mixer_computes():
     model = tiny_mamba(tok)
     idx = torch.randint(0, tok.vocab_size, (3, 40))
     with torch.no_grad(), kernels.eager():         # the kernels op by op: no compile time here
-        ref, _ = model(idx)
+        ref, _, _ = model(idx)
         scan, M.ssd_scan = M.ssd_scan, states.Recorder(16)
         try:
-            got, _ = model(idx)
+            got, _, _ = model(idx)
         finally:
             M.ssd_scan = scan
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)

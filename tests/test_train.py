@@ -2,6 +2,7 @@ import contextlib
 import errno
 import io
 import json
+import math
 import os
 import runpy
 import shlex
@@ -183,6 +184,26 @@ def test_carried_states_change_training_from_the_second_step_and_off_changes_not
     assert 'carried_states' not in torch.load(os.path.join(off, 'ckpt.pt'), weights_only=True)
     one_line_error(run('tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={tmp_path / "t"}',
                        '--state_passing=carry', check=False), "state_passing='carry' gives Mamba2 layers", 'has none')
+
+
+def test_noise_states_of_a_one_row_micro_batch_are_finite_and_its_own_state():
+    """state_passing='noise' draws each layer's initial states with the carried states' mean and sd over rows. A
+    micro-batch of one row (batch_size=1, or a rank's last, short micro-batch) has no sd over rows (NaN, which
+    made every later state and loss NaN): its draw is its own state. Two rows draw around their mean."""
+    gen = torch.Generator().manual_seed(0)
+    one = [torch.randn(1, 4, 16, 8), None]
+    drawn = train.initial_states(one, {'state_passing': 'noise'}, gen)
+    assert drawn[1] is None and torch.equal(drawn[0], one[0])
+    two = [torch.randn(2, 4, 16, 8)]
+    drawn = train.initial_states(two, {'state_passing': 'noise'}, gen)[0]
+    assert torch.isfinite(drawn).all() and drawn.shape == (2, 4, 16, 8) and not torch.equal(drawn, two[0])
+
+
+def test_noise_states_train_a_one_row_batch_to_finite_losses(data_dir, tmp_path):
+    out = str(tmp_path / 'one_row')
+    run('tests/base_config.py', *TINY, *on(data_dir), *MAMBA, '--eval_interval=2', '--max_iters=4', '--batch_size=1',
+        '--state_passing=noise', f'--out_dir={out}')
+    assert all(math.isfinite(r['train_loss']) for r in log(out)[1:])
 
 
 ONE_THREAD = dict(os.environ, OMP_NUM_THREADS='1')

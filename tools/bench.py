@@ -77,7 +77,7 @@ def timed_step(cfg, batch, T, answers_only):
         y[:, :T - T // 8] = -1
 
     def step():
-        _, loss = m(x, y)
+        _, loss, _ = m(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -315,7 +315,7 @@ def gpu_step(cfg, batch, T, device, compile):
 
     def step():
         with torch.autocast(device_type, dtype=torch.bfloat16):
-            _, loss = run(x, y)
+            _, loss, _ = run(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
