@@ -1,7 +1,7 @@
 """
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached in the run
-dir for the settings and checkpoint that made it: by ablate.py in a process of its own in a worker slot
-(`python -m study.evals SPEC`), or by an eval job; the summary reads the caches.
+dir for the settings and checkpoint that made it: in a process of its own (`python -m study.evals SPEC`), in
+a worker slot of the local pool or at the end of a run's cluster job; the summary reads the caches.
 """
 
 import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
@@ -19,7 +19,7 @@ import sample_data
 from base import rundir
 from tools.mismatch import dropout_mismatch
 from study import files
-from study.runs import Run, accuracies_wrong, tag
+from study.runs import GridRun, accuracies_wrong, tag
 
 
 def entry_wrong(name, entry):
@@ -75,10 +75,11 @@ def samples_of(cfg):
 
 def eval_key(run, mults, n, device, variant=''):
     """What makes a final eval: a cached one with another key is computed again. The plain eval's key
-    has no 'variant' (as before variants existed: its committed caches and records stay valid)."""
-    # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
+    has no 'variant', as the committed caches and records have none."""
+    # ('num_samples' is eval_samples, under the name every committed cache and record keys it by)
     calibrated = variant and eval_lengths.calibration(variant)
-    return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
+    return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks,
+            'iter': run.cfg['max_iters'], 'seed': 0,
             'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {}),
             **({'calibration': {'examples': eval_lengths.CALIBRATION_EXAMPLES, 'grid': list(eval_lengths.SSM_GRID)}}
                if calibrated else {})}
@@ -96,7 +97,7 @@ def evaluated(run, variants):
             and all(v in run.evals for v in variants_of(run, variants)))
 
 
-def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
+def final_evals(runs, mults, n, compute=True, variants=(), mismatch=True):
     """The final eval of every finished run, plain and under each variant, and its train-vs-eval mismatch
     (mismatch=False: not, for --reproduce), each cached in its dir; compute=False only reads what eval processes
     and jobs cached. n: examples a point, or (eval_samples, eval_samples_long) (samples_of)."""
@@ -140,7 +141,7 @@ def mismatch_key(run):
 
 def measure_mismatch(run):
     """Train-vs-eval mismatch of a finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
-    validation rows), the mean over the linear layers its noise reaches (None: none); evaluate caches it."""
+    validation rows), the mean over the linear layers its noise reaches (None: none); final_evals caches it."""
     T = run.cfg['block_size']
     ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')      # read only here: a cached run needs no data
     # idx: (<= MISMATCH_ROWS, T)
@@ -169,11 +170,11 @@ def main(argv):
                          "eval_samples and variants, as JSON)")
     try:
         spec = json.loads(argv[0])
-        run = Run(**spec['run'], selected=True, state='done')
+        run = GridRun(**spec['run'], selected=True, state='done')
         mults, n, variants = spec['multiples'], spec['eval_samples'], spec['variants']
     except (ValueError, TypeError, KeyError) as e:
         raise SystemExit(f"study.evals: not a spec ablate.py wrote ({type(e).__name__}: {rundir.first_line(e)})")
-    evaluate([run], mults, n, variants=variants)
+    final_evals([run], mults, n, variants=variants)
 
 
 if __name__ == '__main__':

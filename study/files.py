@@ -13,11 +13,10 @@ from base import rundir
 
 # in a run dir
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
-EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
+EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py)
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'
-TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/launch.py): its id
-EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
+RUN_JOB = 'job.json'              # the cluster job that trains the run and evaluates it (study/launch.py): its id
 REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
 # in a study's results_dir
 RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its tables

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import eval_lengths
 import sample_data
-from configurator import configure, items, unknown_key
-from train import check_config
+import train
+from configurator import configure, items, settings_of, unknown_key
 from study.stats import CHANGE, early_late
 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
@@ -242,7 +242,7 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
         run_cfg = configure(train_settings, argv, quiet=True)
         # init_from: see study.runs.check_sources; the device and memory only where the runs run here (not
         # a job's node)
-        checked = check_config({**run_cfg, 'init_from': 'scratch'}, here=cfg['launcher'] == 'local')
+        checked = train.check_config({**run_cfg, 'init_from': 'scratch'}, here=cfg['launcher'] == 'local')
     except SystemExit as e:
         fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
     eval_tasks, quick, model, snapshots, fixed = (checked.eval_tasks, checked.quick, checked.model, checked.snapshots,
@@ -312,8 +312,14 @@ def flags(overrides, seed):
     return out
 
 
-def split_argv(argv, study_keys, train_keys):
+def train_defaults():
+    """train.py's keys and their defaults."""
+    return settings_of(vars(train))
+
+
+def split_argv(argv, study_keys):
     """ablate.py's command line -> (its own argv, train.py overrides for every run, the --arms selection or None)."""
+    train_keys = train_defaults()
     own, passed, selected = [], [], None
     for arg in argv:
         key = arg[2:].split('=', 1)[0] if arg.startswith('--') else None
