@@ -178,7 +178,10 @@ def print_help(settings, script):
             last = m.group(1) if m and m.group(1) in settings and m.group(1) not in comments else None
             if last:
                 comments[last] = [m.group(2).strip()]
-    print(f"usage: python {os.path.basename(script)} [config/file.py ...] [--key=value ...]\n")
+    rel = os.path.relpath(os.path.abspath(script), os.path.dirname(os.path.abspath(__file__)))
+    command = (f"python -m {rel[:-len('.py')].replace(os.sep, '.')}" if os.sep in rel       # a module of a folder
+               else f"python {os.path.basename(script)}")
+    print(f"usage: {command} [config/file.py ...] [--key=value ...]\n")
     width = max(len(k) for k in settings) + 2
     for key, default in settings.items():
         note = comments.get(key, [''])

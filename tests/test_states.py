@@ -1,5 +1,6 @@
 """tools/states.py: the recurrence it runs in place of the mixer's scan, and what it reads of the states."""
 
+import pytest
 import torch
 
 import model as M
@@ -47,3 +48,8 @@ def test_states_past_the_training_length_are_measured_against_the_1x_range():
         assert layer[1]['0-1T'][2] == 0.0
         mean = [v[0] for v in layer[8].values()]
         assert mean == sorted(mean) and layer[8]['4-8T'][2] > 0.5
+
+
+def test_a_missing_run_dir_is_one_line_that_advises_a_mamba2_run(tmp_path):
+    with pytest.raises(SystemExit, match="train a Mamba2 run first, e.g. python train.py config/mamba2_sensitive.py"):
+        states.main([f'--out_dirs={tmp_path / "none"}'])

@@ -2,7 +2,7 @@
 Performance figures, each a ratio against a baseline measured in the same run.
 
     python -m tools.bench                  # all CPU sections
-    python -m tools.bench --only=sites     # one of: sites, mamba, dropout, readable, saved, scan, memory
+    python -m tools.bench --only=sites     # one of: sites, mamba, dropout, readable, saved, scan, memory, stream
     python -m tools.bench --device=cuda --peak_flops=989e12   # the GPU sections: gpu_sites, gpu_4k
 
 Timed sections run their variants in alternating rounds (a, b, c, a, b, c, ...), so a load that
@@ -35,7 +35,7 @@ MAMBA2 = dict(n_layer=4, n_embd=128, block_pattern='M', d_state=32, expand=2, he
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: its configs, model.py
 
 SETTINGS = dict(
-    only='',           # one section: sites, mamba, dropout, readable, saved, scan, memory; with --device=cuda
+    only='',           # one section: sites, mamba, dropout, readable, saved, scan, memory, stream; with --device=cuda
                        # (or --tiny=True) gpu_sites, gpu_4k
     device='cpu',      # 'cuda' (or 'cuda:1'): the GPU sections, compiled, bf16 autocast, fused AdamW
     peak_flops=0.0,    # the GPU's dense bf16 peak in FLOP/s, for MFU (H100 / H200 SXM: 989e12); 0 = no MFU
@@ -291,6 +291,28 @@ def bench_memory():
             print(f"{arch:<7} T={T:<7} {peaks[-1]:8.1f} MiB{step}")
 
 
+def bench_stream(rounds=3):
+    """The final eval of a Mamba2 run to 1024x: one mqar example per length scored by eval_lengths (streamed in
+    segments of STREAM_SEGMENT tokens past that length), seconds per example against the 64x one's per token."""
+    import eval_lengths
+    import sample_data
+    c = read_config('mamba2_sensitive')
+    keys = ('n_layer', 'n_embd', 'block_pattern', 'd_state', 'expand', 'headdim', 'd_conv', 'chunk_size')
+    tok = sample_data.build_tokenizer()
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=c['block_size'], dropout_site='none',
+                          **{k: c[k] for k in keys})).eval()
+    print(f"\n== eval of config/mamba2_sensitive.py's model, one mqar example a length, batch 1, streamed past "
+          f"{eval_lengths.STREAM_SEGMENT} tokens; {torch.get_num_threads()} thread(s) ==")
+    mults = (64, 256, 1024)
+    examples = {m: sample_data.eval_examples('mqar', tok, m * c['block_size'], 1) for m in mults}
+    times = alternating({m: lambda m=m: eval_lengths.accuracy_on(model, examples[m], 1, 'cpu') for m in mults}, rounds)
+    base = statistics.median(times[64]) / 64
+    for m in mults:
+        t = statistics.median(times[m])
+        print(f"{m:>5}x ({m * c['block_size']:>6,} tokens): {t:7.3f} s [{min(times[m]):.3f}-{max(times[m]):.3f}] an "
+              f"example, {t / m / base:.2f}x the 64x example's time per token")
+
+
 # -----------------------------------------------------------------------------
 # GPU sections: compiled steps of the GPU configs' models, bf16 autocast, fused AdamW, random tokens
 # with a target at every position (vocab 4096), as the first H200 measurement ran them
@@ -408,7 +430,7 @@ TINY_ROUNDS = dict(rounds=2, steps=1)     # a dry run checks the code, it measur
 
 if __name__ == '__main__':
     cpu = dict(sites=bench_sites, mamba=bench_mamba, dropout=bench_dropout, readable=bench_readable,
-               saved=bench_saved, scan=bench_scan, memory=bench_memory)
+               saved=bench_saved, scan=bench_scan, memory=bench_memory, stream=bench_stream)
     gpu = dict(gpu_sites=bench_gpu_sites, gpu_4k=bench_gpu_4k)
     if any(a in ('-h', '--help') for a in sys.argv[1:]):
         print(__doc__.strip() + '\n')

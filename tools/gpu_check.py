@@ -18,7 +18,8 @@ torch versions, go to results/bench/gpu_check.md.
 
 The dry run goes through the same functions with tiny settings, --device=cpu and bf16 autocast, compiling
 one tiny config (the configs part's transformer) and running the rest eagerly; it says which part runs
-what only a GPU has (fused AdamW, NCCL) otherwise. It writes its file elsewhere (--out), never results/.
+what only a GPU has (fused AdamW, NCCL) otherwise. It writes its file elsewhere (--out; by default the system's
+temporary folder), never results/.
 """
 
 import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
@@ -41,7 +42,8 @@ SETTINGS = dict(
     dry=False,          # the parts at tiny shapes on the CPU, bf16 autocast, one compile: seconds, not minutes
     peak_flops=989e12,  # the GPU's dense bf16 peak in FLOP/s, for MFU (H100 / H200 SXM: 989e12)
     only='',            # one part: bench, configs, main, torchrun, ctrl_c, study ('' = all, in that order)
-    out='',             # the result file ('' = results/bench/gpu_check.md; a dry run needs one elsewhere)
+    out='',             # the result file ('' = results/bench/gpu_check.md; a dry run's: gpu_check_dry.md in the
+                        # system's temporary folder, never results/)
     work='',            # where the runs go ('' = a temporary folder, removed at the end)
 )
 
@@ -246,7 +248,7 @@ def main(argv):
     cfg = configurator.configure(SETTINGS, argv)
     if cfg['only'] and cfg['only'] not in PARTS:
         raise SystemExit(f"config error: only={cfg['only']!r}: one of {', '.join(PARTS)}")
-    out = cfg['out'] or OUT
+    out = cfg['out'] or (os.path.join(tempfile.gettempdir(), 'gpu_check_dry.md') if cfg['dry'] else OUT)
     if cfg['dry'] and os.path.abspath(out).startswith(os.path.join(ROOT, 'results')):
         raise SystemExit(f"config error: a dry run writes no results/: give --out=<a file elsewhere> (not {out})")
     if not cfg['dry']:

@@ -17,12 +17,14 @@ import configurator  # first: a script's Ctrl-C at start-up is one line (configu
 
 import contextlib
 import json
+import os
 import sys
 
 import torch
 
 import model as M
 import sample_data
+from base import rundir
 from configurator import configure, items
 from eval_lengths import load_run, parse_multiples
 
@@ -107,6 +109,9 @@ def main(argv):
     torch.manual_seed(0)
     results = {}
     for run in runs:
+        if not os.path.isfile(os.path.join(run, rundir.CKPT)):     # (load_run's advice trains a transformer)
+            raise SystemExit(f"no checkpoint at {os.path.join(run, rundir.CKPT)}: train a Mamba2 run first, e.g. "
+                             f"python train.py config/mamba2_sensitive.py --out_dir={run}")
         with contextlib.redirect_stdout(sys.stderr):
             model, tok, train_cfg = load_run(run, 'cpu')
         if 'M' not in model.config.block_pattern:
