@@ -111,7 +111,7 @@ comparisons = {}           # the study's own paired comparisons: family -> [[a, 
 every_run_counts = False   # True: every run trains the same steps (steps_after_fit=0), so each counts, fit or not
 early_snapshot = 0         # a study of trunks: the early point of each run's change (cooled); 0: the first snapshot
 late_snapshot = 0          # the late point of its change, where the arms are compared; 0: the last snapshot (its stop)
-fit_plus_reading = 0       # a study at fixed steps: > 0 also reads each run at its cooled snapshot nearest its fit + this
+fit_plus_reading = 0       # a study at fixed steps: > 0 also reads each run at its cooled snapshot nearest fit + this
 fit_plus_window = 0        # ... where one lies within +-this many steps of it (else the run has no such reading)
 rule_changed = ''          # why the rule above changed after its results; '' = it did not (a changed rule is refused)
 # reproduction

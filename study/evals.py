@@ -153,9 +153,9 @@ def measure_mismatch(run):
 
 
 # -----------------------------------------------------------------------------
-# the final eval in a process of its own: ablate.py runs it in a worker slot, so that `workers` processes
-# stay busy while finished runs are evaluated, with a trainer's thread count (the numbers of an eval
-# depend on it: the same count gives the same numbers as the eval in ablate.py's process gave)
+# the final eval in a process of its own: the local pool runs it in the run's worker slot after its trainer (so
+# that `workers` processes stay busy), a cluster job at its end, with a trainer's thread count (an eval's numbers
+# depend on it: the same count gives the same numbers as the same eval in this process)
 
 def eval_command(run, mults, n, variants):
     """The command that computes a finished run's evals and mismatch into its dir's caches."""

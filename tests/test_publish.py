@@ -313,8 +313,8 @@ def checked(*names):
     (lambda res, v: v['fisher'].update(smallest_possible_p=0.2),
      'vs_control/fisher/smallest_possible_p is 0.2, its per-seed numbers give 0.000155'),
     (lambda res, v: v['fisher']['table'][0].__setitem__(0, 7), 'vs_control/fisher/table[0][0] is 7, its per-seed'),
-    (lambda res, v: v['permutation'].update(p=0.5), 'vs_control/permutation/p is 0.5, its per-seed numbers give 0.0013'),
-    (lambda res, v: v['power'].update(seeds_per_arm=5), 'vs_control/power/seeds_per_arm is 5, its per-seed numbers give 8'),
+    (lambda res, v: v['permutation'].update(p=0.5), 'permutation/p is 0.5, its per-seed numbers give 0.0013'),
+    (lambda res, v: v['power'].update(seeds_per_arm=5), 'power/seeds_per_arm is 5, its per-seed numbers give 8'),
     (lambda res, v: res['arms']['vpad']['extrapolates'].update(count=7), 'arms/vpad/extrapolates/count is 7, its'),
     (lambda res, v: res['arms']['none']['area']['per_seed'].update({'41': 0.5}), 'arms/none/area/per_seed/41 is 0.5'),
     (lambda res, v: v['area']['left_out'].update(difference=None), 'left_out/difference is null, its per-seed'),
@@ -352,7 +352,7 @@ def test_check_says_one_line_per_mismatch_and_a_rewrite_recomputes_every_number_
     assert len(checked('study_quick')) == 2
     report.main([str(path)])
     assert md.read_text() == committed_md and checked('study_quick') == []
-    assert json.loads(path.read_text())['arms']['vpad']['vs_control']['fisher']['p'] == pytest.approx(0.006993, abs=1e-6)
+    assert json.loads(path.read_text())['arms']['vpad']['vs_control']['fisher']['p'] == pytest.approx(0.006993, 1e-3)
     md.write_text(committed_md + 'an edit\n')           # a results.md its numbers do not give: the rewrite is advised
     assert checked('study_quick') == ['results/study_quick/results.md differs from what its results.json gives: '
                                       'python -m publish.report results/study_quick/results.json writes it again']
