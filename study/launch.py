@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -112,17 +113,20 @@ def recorded_job(run):
 
 def ended(job):
     """None while a job may still run (submitit's job.done(): a Slurm job whose state the scheduler does not know
-    yet is not done), else how it ended in words: its state, or where its function raised (a trainer that died,
-    a job submitit stopped at its time limit) the error job.exception() gives, in its last line."""
+    yet is not done), else how it ended in words: its state, or where it ended as completed or failed with an
+    error its function raised (a trainer that died, a job submitit stopped at its time limit), that error's last
+    line, from job.exception()."""
     if not job.done():
         return None
     word = (job.state or 'UNKNOWN').split(' by ')[0]        # 'CANCELLED by 0' -> CANCELLED
     # (a job killed outright left no result: exception() would wait for one, and has nothing to add to its state)
-    error = job.exception() if job.paths.result_pickle.exists() else None
+    ran = word in ('COMPLETED', 'FINISHED', 'FAILED') and job.paths.result_pickle.exists()
+    error = job.exception() if ran else None
     if error is None:
         return word
     trace = str(error).split('-' * 22)       # submitit's FailedJobError: the function's traceback between rules
-    why = (trace[1] if len(trace) > 2 else str(error)).strip().splitlines()[-1]
+    why = re.sub(r"Command '.*' returned", 'returned', (trace[1] if len(trace) > 2 else str(error)).strip()
+                 .splitlines()[-1])           # (a CalledProcessError's command is the run's, in its train.log)
     return 'TIMEOUT' if 'timed-out' in why else f"FAILED: {why}"
 
 

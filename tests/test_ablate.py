@@ -1355,8 +1355,8 @@ def test_a_jobs_end_is_what_its_submitit_object_says_and_an_error_its_function_r
             utils.cloudpickle_dump(results[name], job.paths.result_pickle)
         said[name] = launch.ended(job)
     assert said == {'gone': 'NO PROCESS AND NO RESULT', 'ok': 'FINISHED',
-                    'killed': "FAILED: subprocess.CalledProcessError: Command 'train.py' returned non-zero exit status "
-                              "-9.", 'late': 'TIMEOUT'}
+                    'killed': 'FAILED: subprocess.CalledProcessError: returned non-zero exit status -9.',
+                    'late': 'TIMEOUT'}
 
 
 def test_run_job_resumes_where_the_run_dir_holds_a_checkpoint_and_fails_with_its_process(tmp_path, monkeypatch):
