@@ -12,6 +12,8 @@ branches as runs of a study.
 """
 
 import math
+import os
+import shlex
 from dataclasses import dataclass
 from typing import Optional
 
@@ -94,6 +96,23 @@ def with_settings(argv, changes):
 def branch_argv(argv, cfg, k, fixed):
     """A trunk's train.py arguments made its cooldown branch's at snapshot k."""
     return with_settings(argv, branch_overrides(cfg, k, fixed))
+
+
+def write_branch(state, argv, k, fixed, then):
+    """A trunk's snapshot k: its checkpoint (state, of the step) written as the first checkpoint of the
+    cooldown branch, once (a replayed step leaves alone a branch that may be training), and the command
+    that trains the branch said. argv: the trunk's train.py arguments; then: how to go on after a disk
+    error."""
+    cfg, it = state['config'], state['iter_num']
+    branch = cfg | branch_overrides(cfg, k, fixed)
+    path = os.path.join(branch['out_dir'], rundir.CKPT)
+    if os.path.exists(path):
+        return
+    with rundir.writing(path, f'the snapshot of iter {it}', then):
+        os.makedirs(branch['out_dir'], exist_ok=True)
+        rundir.save_checkpoint(state | {'config': branch, 'finished': False}, path)
+    command = ['python', 'train.py', *branch_argv(argv, cfg, k, fixed), '--init_from=resume']
+    print(f"snapshot at iter {it}{'' if fixed else f' (fit + {k})'}; its cooldown branch: {shlex.join(command)}")
 
 
 @dataclass

@@ -13,6 +13,7 @@ import eval_lengths
 import sample_data
 import train
 from configurator import configure, items, settings_of, unknown_key
+from train_checks import check_config
 from study.stats import CHANGE, early_late
 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
@@ -26,7 +27,7 @@ class Planned(NamedTuple):
     argv: list        # train.py's arguments that make it (init_from_study's --init_from not yet among them)
     cfg: dict         # the exact settings train.py will use, checked as train.py checks them
     tasks: list       # its eval tasks
-    snapshots: tuple  # a trunk's snapshots (train.check_config's), () for a run that is no trunk
+    snapshots: tuple  # a trunk's snapshots (train_checks.check_config's), () for a run that is no trunk
     fixed: bool       # whether they are steps of its training (snapshots_at_iter), not steps past its fit
 
 
@@ -242,7 +243,7 @@ def run_settings(cfg, arm, seed, passed, train_settings, variants):
         run_cfg = configure(train_settings, argv, quiet=True)
         # init_from: see study.runs.check_sources; the device and memory only where the runs run here (not
         # a job's node)
-        checked = train.check_config({**run_cfg, 'init_from': 'scratch'}, here=cfg['launcher'] == 'local')
+        checked = check_config({**run_cfg, 'init_from': 'scratch'}, here=cfg['launcher'] == 'local')
     except SystemExit as e:
         fail(f"arm '{arm}': {str(e).removeprefix('config error: ')}")
     eval_tasks, quick, model, snapshots, fixed = (checked.eval_tasks, checked.quick, checked.model, checked.snapshots,

@@ -18,6 +18,7 @@ import ablate as abl           # the module; ablate() below runs the script
 import eval_lengths as E
 from base import rundir
 import train
+import train_checks
 from ablate import main as ablate_main
 from publish import report as publish
 from study import derive, evals, files, launch, outcomes, plots, records, reproduce, settings, stats, summary, tables
@@ -643,7 +644,7 @@ def test_a_foreign_checkpoint_is_one_line_naming_what_it_lacks(tmp_path):
     assert "is not a checkpoint train.py wrote (no 'model', 'optimizer', 'model_args', ...)" in e.value.code
     assert 'mv ' in e.value.code and len(e.value.code.splitlines()) == 1
     with pytest.raises(SystemExit) as e:
-        train.load_start(str(tmp_path / 'ckpt.pt'), resume=True)
+        train_checks.load_start(str(tmp_path / 'ckpt.pt'), resume=True)
     assert 'not a checkpoint train.py wrote' in e.value.code and '--init_from=scratch' in e.value.code
 
 

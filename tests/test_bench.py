@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tools import bench
-import train
+import train_checks
 from model import SITES, GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +36,7 @@ def test_gpu_sections_build_their_variants_from_the_config_files():
     for name in ('gpu_vpad_4k', 'gpu_mamba2_4k'):
         cfg = bench.read_config(name)
         assert {k: v for k, v in long[name][0].items() if k != 'vocab_size'} == \
-            {k: cfg[k] for k in train.MODEL_KEYS}
+            {k: cfg[k] for k in train_checks.MODEL_KEYS}
 
 
 def test_gpu_group_reports_every_variant_against_the_base(capsys, monkeypatch):

@@ -12,8 +12,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # bottom to top: a file imports only from its own floor or a lower one
-FLOORS = ['configurator', 'base', 'model', 'sample_data', 'eval_lengths', 'train', 'tools', 'study', 'publish',
-          'ablate']
+FLOORS = ['configurator', 'base', 'model', 'sample_data', 'eval_lengths', 'train_checks', 'train', 'tools', 'study',
+          'publish', 'ablate']
 CORE = FLOORS[:FLOORS.index('train') + 1]
 OUTSIDE = ('tests', 'config', 'results', '.ci', '.git')      # not modules of the code: left out
 

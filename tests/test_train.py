@@ -22,8 +22,10 @@ from base import rundir
 import sample_data
 from base import schedule
 import train
+import train_checks
+from base.processes import Procs, setup_processes
 from configurator import configure, settings_of
-from model import GPTConfig
+from model import GPT, GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--window=32', '--nope_every=2', '--batch_size=4',
@@ -192,11 +194,54 @@ def test_noise_states_of_a_one_row_micro_batch_are_finite_and_its_own_state():
     made every later state and loss NaN): its draw is its own state. Two rows draw around their mean."""
     gen = torch.Generator().manual_seed(0)
     one = [torch.randn(1, 4, 16, 8), None]
-    drawn = train.initial_states(one, {'state_passing': 'noise'}, gen)
+    drawn = train.initial_states(one, 'noise', gen)
     assert drawn[1] is None and torch.equal(drawn[0], one[0])
     two = [torch.randn(2, 4, 16, 8)]
-    drawn = train.initial_states(two, {'state_passing': 'noise'}, gen)[0]
+    drawn = train.initial_states(two, 'noise', gen)[0]
     assert torch.isfinite(drawn).all() and drawn.shape == (2, 4, 16, 8) and not torch.equal(drawn, two[0])
+
+
+def test_a_step_returns_the_states_its_rows_reached_and_leaves_the_ones_it_started_from():
+    """train_step takes a Carried (per micro-step, the states each layer's rows start from) and returns a new
+    one, the final states its rows reached, detached: (rows, h, p, n) per Mamba2 layer, one entry per
+    micro-step. The Carried it was given is left as it was, so a caller that keeps it (a checkpoint being
+    written) keeps the states it saved."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_embd=32, block_pattern='M', d_state=8,
+                          headdim=16, chunk_size=8, dropout=0.0, dropout_site='none'))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = np.random.default_rng(0).integers(0, 64, 16 * 20 + 1).astype(np.uint16)
+    split = train.Split(ids, np.ones_like(ids), 20)
+    cfg = {'seed': 1, 'block_size': 16, 'loss_on': 'all', 'n_layer': 2, 'grad_clip': 1.0}
+    procs = Procs(False, True, 0, 1, 'cpu', 'float32', step_rows=6, rank_rows=6, micro_rows=4, micro_steps=2)
+    first = train.Carried('carry', [None, None])
+    _, _, reached = train.train_step(model, optimizer, split, cfg, procs, 0, 1e-3, first)
+    assert first.states == [None, None] and reached.how == 'carry'
+    assert [[tuple(s.shape) for s in m] for m in reached.states] == [[(4, 4, 16, 8)] * 2, [(2, 4, 16, 8)] * 2]
+    assert not any(s.requires_grad for m in reached.states for s in m)
+    kept = [[s.clone() for s in m] for m in reached.states]
+    _, _, after = train.train_step(model, optimizer, split, cfg, procs, 1, 1e-3, reached)
+    assert all(torch.equal(s, k) for m, km in zip(reached.states, kept) for s, k in zip(m, km))
+    assert not torch.equal(after.states[0][0], reached.states[0][0])
+    assert train.train_step(model, optimizer, split, cfg, procs, 2, 1e-3)[2] is None     # no state_passing
+
+
+def test_the_tokens_per_iteration_line_states_an_uneven_split_as_it_is(monkeypatch):
+    """2 processes, 3 micro-batches of 32 rows a step: each process takes 48 rows, in a micro-batch of 32 and
+    one of the 16 left, so a step is 96 x 64 = 6,144 tokens, not 2 x 2 x 32 x 64. An even split reads as
+    before (2 processes, 2 micro-batches of 4: one micro-step of 4 rows each)."""
+    import torch.distributed as dist
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setattr(dist, 'init_process_group', lambda **kw: None)
+    monkeypatch.setattr(dist, 'get_rank', lambda: 0)
+    monkeypatch.setattr(dist, 'get_world_size', lambda: 2)
+    settings = {'device': 'cpu', 'dtype': 'float32', 'batch_size': 32, 'gradient_accumulation_steps': 3}
+    procs = setup_processes(settings)
+    assert (procs.rank_rows, procs.micro_rows, procs.micro_steps) == (48, 32, 2)
+    assert procs.describe(64) == ("tokens per iteration: 6,144 (2 process(es) x 2 micro-steps x 32 rows (16 in "
+                                  "the last) x 64 tokens); device cpu, float32")
+    even = setup_processes(settings | {'batch_size': 4, 'gradient_accumulation_steps': 2})
+    assert even.describe(96).startswith('tokens per iteration: 768 (2 process(es) x 1 micro-steps x 4 rows x 96')
 
 
 def test_noise_states_train_a_one_row_batch_to_finite_losses(data_dir, tmp_path):
@@ -304,7 +349,7 @@ def test_kill_during_checkpoint_write_leaves_previous_loadable(tmp_path):
             f"rundir.save_checkpoint({{'iter_num': 2, 'w': list(range(10 ** 5))}}, {path!r})\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, timeout=120)
     assert out.returncode == -9
-    back = train.load_start(path, resume=True)
+    back = train_checks.load_start(path, resume=True)
     assert back['iter_num'] == 1 and torch.equal(back['w'], good['w'])
     # the next owner of the dir finds the dead writer's temp file, and removes it
     assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
@@ -817,7 +862,7 @@ def test_snapshots_and_cooldowns_that_cannot_be_run_are_refused(tmp_path):
                           ({'snapshots_at_iter': '4,6', 'max_iters': 6},
                            'snapshots_at_iter needs branches that decay')):
         with pytest.raises(SystemExit, match=words) as e:
-            train.check_config({**base, **change}, here=False)
+            train_checks.check_config({**base, **change}, here=False)
         assert len(str(e.value.code).splitlines()) == 1
 
 
@@ -946,7 +991,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
 
     def note(**kw):
         cfg = {**base, **kw}
-        return train.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in train.MODEL_KEYS}, vocab_size=1))
+        return train_checks.no_effect(cfg, GPTConfig(**{k: cfg[k] for k in train_checks.MODEL_KEYS}, vocab_size=1))
     assert note() == [] and note(window=16) == []           # TINY: nope_every=2, so one layer of two uses RoPE
     assert note(nope_every=1, window=16) == [
         "window=16 has no effect: no attention layer uses RoPE (nope_every=1, block_pattern='A')"]
@@ -964,7 +1009,7 @@ def test_settings_that_cannot_change_the_run_are_noted(tmp_path, capsys):
                                                             '(the decay runs over the last steps before max_iters)']
     assert note(cooldown_iters=100) == []                   # it decays over the last 100 steps before max_iters
     capsys.readouterr()
-    train.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
+    train_checks.check_config({**base, 'nope_every': 1, 'window': 16, 'out_dir': str(tmp_path / 'run')})
     assert 'note: window=16 has no effect' in capsys.readouterr().out
 
 
@@ -973,12 +1018,12 @@ def test_a_run_that_stops_inside_its_warmup_is_told_it_never_decays(tmp_path):
     never decays, which its cooldown_iters or cosine promised: a note says so."""
     base = configure(settings_of(vars(train)), ['tests/base_config.py', *TINY, f'--data_dir={tmp_path / "data"}'],
                      quiet=True)
-    model = GPTConfig(**{k: base[k] for k in train.MODEL_KEYS}, vocab_size=1)
-    said = train.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
+    model = GPTConfig(**{k: base[k] for k in train_checks.MODEL_KEYS}, vocab_size=1)
+    said = train_checks.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
     assert said == ["the run stops at max_iters=60, inside its warmup (warmup_iters=100): its learning rate never "
                     "decays (cooldown_iters=20 has no effect)"]
-    assert not train.no_effect({**base, 'max_iters': 120, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
-    assert not train.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'decay_lr': False}, model)
+    assert not train_checks.no_effect({**base, 'max_iters': 120, 'warmup_iters': 100, 'cooldown_iters': 20}, model)
+    assert not train_checks.no_effect({**base, 'max_iters': 60, 'warmup_iters': 100, 'decay_lr': False}, model)
 
 
 def schedule_of(cfg, fit=None):
