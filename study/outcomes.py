@@ -88,9 +88,9 @@ def add_outcomes(arms_out, per_run, cfg, study_argv):
 
 
 def long_training(arms_out, cfg):
-    """A study of trunks with cooled snapshots: per run its change, the area cooled late minus early (claim 1),
-    against 0 and against the control's; the cooldown's effect (cooled late minus the trunk's own, uncooled);
-    the mismatch's growth and its correlation with the change. Holm and labels are rederive's."""
+    """A study of trunks with cooled snapshots: per run its change, the area cooled late minus early (does it
+    deteriorate?), against 0 and against the control's; the cooldown's effect (cooled late minus the trunk's own,
+    uncooled); the mismatch's growth and its correlation with the change. Holm and labels are rederive's."""
     at = {(a['arm'], a['point']): a for a in arms_out.values()}
     points = sorted(p for _, p in at if isinstance(p, int))
     early, late = early_late(points, cfg['early_snapshot'], cfg['late_snapshot'])
