@@ -242,9 +242,11 @@ def launch(grid, read_evals):
             print(f"{tag(run)} its snapshot is gone: rebuild it with `{rebuild_command(run)}`, then rerun this command")
     if not cfg['wait']:
         return [run for run, _ in live]
+    for run in pending:
+        run.state = state(run)
     read_evals(pending)
     for run in pending:
-        if not lost(run, trunks) and (state(run) != 'done' or in_job and not evaluated(run, lists.variants)):
+        if not lost(run, trunks) and (run.state != 'done' or in_job and not evaluated(run, lists.variants)):
             job = recorded_job(run)
             print(f"{tag(run)} not trained: its trunk ({run.trunk}) has not finished (its job failed, or it never "
                   f"fit); rerun this command" if job is None else f"{tag(run)} FAILED: its job {job.job_id} ended "

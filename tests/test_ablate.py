@@ -1247,6 +1247,7 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     ablate_here(*args, '--wait')                                         # waits for that job
     waited = capsys.readouterr().out
     assert 'submitted job' not in waited and f"job {info['job_id']} ended (FINISHED)" in waited
+    assert 'FAILED' not in waited and 'not trained' not in waited
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
     assert json.load(open(out / 'runs' / 'none' / 'seed1.json'))['eval']['record'] == \
