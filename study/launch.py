@@ -233,8 +233,9 @@ def launch(grid, read_evals):
         if not cfg['wait']:
             break
         wait_jobs(live, cfg)
-        for trunk in {trunks[r.trunk] for r in waiting if r.trunk in trunks}:   # a trunk finished in the wait
-            trunk.state = state(trunk)
+        for run in waiting:                       # a trunk that finished in the wait: its state, for lost()
+            if run.trunk in trunks:
+                trunks[run.trunk].state = state(trunks[run.trunk])
         if not any(ready(r) for r in waiting):
             break
     for run in pending:

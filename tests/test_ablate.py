@@ -1277,6 +1277,19 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     assert 'final eval' not in capsys.readouterr().out and json.load(open(out / 'results.json'))['arms'] == res['arms']
 
 
+@pytest.mark.slow   # ~30 s: a trunk and its two branches as submitit_local jobs; .ci/run runs -m slow
+def test_a_launcher_submits_a_trunks_branches_once_it_has_written_their_snapshots(tmp_path, capsys):
+    """--launcher=submitit_local --wait on a trunk at fixed steps: its job first, its branches' jobs once it has
+    written their snapshots; every run finished and summarized, none said to have failed."""
+    cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
+    ablate_here(cfg, '--launcher=submitit_local', '--slurm_cpus_per_run=1', '--wait')
+    out = capsys.readouterr().out
+    assert '2 cooldown branch(es) wait for the snapshot of their trunk' in out
+    assert out.count('submitted job') == 3 and 'FAILED' not in out and 'not trained' not in out, out
+    res = json.load(open(tmp_path / 'results' / 'results.json'))
+    assert [(a['seeds'], a['pending_seeds']) for a in res['arms'].values()] == [([1], [])] * 3
+
+
 def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monkeypatch, capsys):
     # a fake sbatch numbers the submissions from 4242 and keeps each batch script
     fake = fake_slurm(tmp_path, monkeypatch, 'n=$(( $(cat "$FAKE_SLURM/n" 2>/dev/null || echo 4241) + 1 ))\n'
