@@ -460,7 +460,9 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
 def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_marked_there(tmp_path, capsys):
     """End to end: a trunk at fixed steps that never fits (4 steps) writes its snapshots; its branches train
     from them, are evaluated like it, and are summarized at their steps with their measured areas, marked
-    'not fit by then' in their records and tables."""
+    'not fit by then' in their records and tables. A branch whose folder and record are then lost is not trained:
+    the grid prints the one line that rebuilds its snapshot, and once that line has run, a rerun trains the
+    branch from it to the same numbers."""
     cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
     ablate_here(cfg)
     trunk = tmp_path / 'grid' / 'none' / 'seed1'
@@ -473,6 +475,17 @@ def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_mark
         == [False] * 3
     assert (res['long']['early'], res['long']['late'], res['long']['fixed_steps']) == (2, 4, True)
     assert (tmp_path / 'results' / 'results.md').read_text() == tables.format_markdown(res)
+    shutil.rmtree(trunk / 'at2')
+    os.remove(records / 'seed1' / 'at2.json')
+    with pytest.raises(SystemExit):                  # not finished: exit 1
+        ablate_here(cfg)
+    said = [line for line in capsys.readouterr().out.splitlines() if 'its snapshot is gone' in line]
+    assert len(said) == 1 and said[0].startswith('[none seed 1, cooldown at step 2] its snapshot is gone: rebuild '
+                                                 'it with `python train.py ')
+    line = said[0].split('`')[1].replace('python', sys.executable, 1)
+    subprocess.run(line, shell=True, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    ablate_here(cfg)
+    assert json.load(open(tmp_path / 'results' / 'results.json'))['arms'] == res['arms']
 
 
 @pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
