@@ -67,10 +67,11 @@ def train_here(runs, workers, then, standing, eval_command=None, finished=lambda
                 print(f"{tag(run)} {'skipped' if train else 'not evaluated'}: {run.dir} is in use by {e}; rerun "
                       f"this command once it has ended")
                 return
-        if train and state(run) == 'done':
+        run.state = state(run) if train else run.state      # (another process may have trained it meanwhile)
+        if train and run.state == 'done':
             lock.release()
             print(f"{tag(run)} finished meanwhile by another process")
-            run.state, n_done = 'done', n_done + 1
+            n_done += 1
             to_eval.extend([run] if eval_command else [])
             return
         for log in [files.TRAIN_LOG] * train + [files.EVAL_LOG] * bool(eval_command):   # a full disk: one line,
