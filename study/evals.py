@@ -1,9 +1,7 @@
 """
 The final eval and the train-vs-eval mismatch of every finished run, each computed once and cached in the run
-dir for the settings and checkpoint that made it: by ablate.py in a process of its own in a worker slot
-(`python -m study.evals SPEC`), or by an eval job; the summary reads the caches. A study's own grid also keeps a
-record of each finished run (results_dir/runs/<arm>/seed<k>.json), committed: a grid whose run dirs are gone
-counts those runs as done and trains only the rest.
+dir for the settings and checkpoint that made it: in a process of its own (`python -m study.evals SPEC`), in
+a worker slot of the local pool or at the end of a run's cluster job; the summary reads the caches.
 """
 
 import configurator  # first: a script's Ctrl-C at start-up is one line (configurator.startup)
@@ -21,7 +19,7 @@ import sample_data
 from base import rundir
 from tools.mismatch import dropout_mismatch
 from study import files
-from study.runs import Run, accuracies_wrong, differing, fit_by_then, log_wrong, tag
+from study.runs import GridRun, accuracies_wrong, tag
 
 
 def entry_wrong(name, entry):
@@ -77,10 +75,11 @@ def samples_of(cfg):
 
 def eval_key(run, mults, n, device, variant=''):
     """What makes a final eval: a cached one with another key is computed again. The plain eval's key
-    has no 'variant' (as before variants existed: its committed caches and records stay valid)."""
-    # (the key's 'num_samples' is eval_samples under its first name: renaming it would recompute every cache)
+    has no 'variant', as the committed caches and records have none."""
+    # ('num_samples' is eval_samples, under the name every committed cache and record keys it by)
     calibrated = variant and eval_lengths.calibration(variant)
-    return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks, 'iter': run.cfg['max_iters'], 'seed': 0,
+    return {'multiples': mults, 'num_samples': list(n) if isinstance(n, tuple) else n, 'tasks': run.tasks,
+            'iter': run.cfg['max_iters'], 'seed': 0,
             'device': device.split(':')[0], 'record': 'length_eval', **({'variant': variant} if variant else {}),
             **({'calibration': {'examples': eval_lengths.CALIBRATION_EXAMPLES,
                                 'grid': list(eval_lengths.SSM_GRIDS[eval_lengths.parse_variant(variant).ssm])}}
@@ -99,7 +98,7 @@ def evaluated(run, variants):
             and all(v in run.evals for v in variants_of(run, variants)))
 
 
-def evaluate(runs, mults, n, compute=True, variants=(), mismatch=True):
+def final_evals(runs, mults, n, compute=True, variants=(), mismatch=True):
     """The final eval of every finished run, plain and under each variant, and its train-vs-eval mismatch
     (mismatch=False: not, for --reproduce), each cached in its dir; compute=False only reads what eval processes
     and jobs cached. n: examples a point, or (eval_samples, eval_samples_long) (samples_of)."""
@@ -143,7 +142,7 @@ def mismatch_key(run):
 
 def measure_mismatch(run):
     """Train-vs-eval mismatch of a finished run at its own dropout site (tools.mismatch on MISMATCH_ROWS
-    validation rows), the mean over the linear layers its noise reaches (None: none); evaluate caches it."""
+    validation rows), the mean over the linear layers its noise reaches (None: none); final_evals caches it."""
     T = run.cfg['block_size']
     ids, _ = sample_data.load_split(run.cfg['data_dir'], 'val')      # read only here: a cached run needs no data
     # idx: (<= MISMATCH_ROWS, T)
@@ -155,9 +154,9 @@ def measure_mismatch(run):
 
 
 # -----------------------------------------------------------------------------
-# the final eval in a process of its own: ablate.py runs it in a worker slot, so that `workers` processes
-# stay busy while finished runs are evaluated, with a trainer's thread count (the numbers of an eval
-# depend on it: the same count gives the same numbers as the eval in ablate.py's process gave)
+# the final eval in a process of its own: the local pool runs it in the run's worker slot after its trainer (so
+# that `workers` processes stay busy), a cluster job at its end, with a trainer's thread count (an eval's numbers
+# depend on it: the same count gives the same numbers as the same eval in this process)
 
 def eval_command(run, mults, n, variants):
     """The command that computes a finished run's evals and mismatch into its dir's caches."""
@@ -172,103 +171,11 @@ def main(argv):
                          "eval_samples and variants, as JSON)")
     try:
         spec = json.loads(argv[0])
-        run = Run(**spec['run'], selected=True, state='done')
+        run = GridRun(**spec['run'], selected=True, state='done')
         mults, n, variants = spec['multiples'], spec['eval_samples'], spec['variants']
     except (ValueError, TypeError, KeyError) as e:
         raise SystemExit(f"study.evals: not a spec ablate.py wrote ({type(e).__name__}: {rundir.first_line(e)})")
-    evaluate([run], mults, n, variants=variants)
-
-
-# -----------------------------------------------------------------------------
-# the committed record of a study's finished runs
-
-
-
-def record_path(records, grid_dir, run):
-    """results_dir/runs/<arm>/seed<k>.json; a cooldown branch's: .../seed<k>/cooldown<j>.json."""
-    return os.path.join(records, os.path.relpath(run.dir, grid_dir) + '.json')
-
-
-def provenance_of(run):
-    """What made a finished run's numbers: {'train': each process's rundir.provenance() its log records, 'eval':
-    its plain eval's}; a committed record's own where it has one."""
-    if run.provenance is not None:
-        return run.provenance
-    train = []
-    for r in run.records or []:
-        if isinstance(r.get('provenance'), dict) and r['provenance'] not in train:
-            train.append(r['provenance'])
-    return {'train': train, 'eval': (run.eval or {}).get('provenance')}
-
-
-def save_records(runs, records, grid_dir, variants=()):
-    """The record of every run of this study done and evaluated, as it finishes: its settings, log records,
-    evals and mismatch with their keys, provenance, and at fixed steps whether it had fit by its point."""
-    for run in runs:
-        if run.reused or run.recorded or run.state != 'done' or not evaluated(run, variants):
-            continue                                      # (a recalled run's record is where it came from)
-        path = record_path(records, grid_dir, run)
-        names = [files.EVAL_CACHE, files.MISMATCH_CACHE, *map(files.eval_cache, variants_of(run, variants))]
-        keys = {name: files.read_json(os.path.join(run.dir, name), 'rerun this command')['key']   # the caches'
-                for name in names}
-        data = json.dumps({'settings': run.cfg, 'log': run.records,
-                           'eval': {'key': keys[files.EVAL_CACHE], 'record': run.eval},
-                           'mismatch': {'key': keys[files.MISMATCH_CACHE], 'record': run.mismatch},
-                           **({'variants': {v: {'key': keys[files.eval_cache(v)], 'record': run.evals[v]}
-                                            for v in variants_of(run, variants)}} if variants_of(run, variants)
-                              else {}),
-                           'provenance': provenance_of(run),
-                           **({'fit_by_then': fit_by_then(run) is not None} if run.fixed_steps else {})}).encode()
-        if os.path.exists(path):
-            with open(path, 'rb') as f:
-                if f.read() == data:
-                    continue
-        with rundir.writing(path, 'the record of a finished run', 'rerun this command'):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            rundir.write_atomic(path, data)
-
-
-def recall(runs, records, grid_dir, mults, n, variants=()):
-    """Runs without a checkpoint whose records exist are done, from them (run.recorded). A record of other
-    settings stops the grid; one evaluated another way is left: the run trains again, its record replaced."""
-    recalled, fix = 0, "restore it (git checkout it) or delete it: its runs train again"
-
-    def read(path):
-        rec = files.read_json(path, fix)
-        if not (isinstance(rec.get('settings'), dict) and isinstance(rec.get('log'), list) and rec['log']
-                and isinstance(rec.get('variants', {}), dict) and isinstance(rec.get('provenance', {}), dict)):
-            raise SystemExit(f"{path} is not the record of a finished run; {fix}")
-        entries = [(files.EVAL_CACHE, rec.get('eval')), (files.MISMATCH_CACHE, rec.get('mismatch')),
-                   *((files.EVAL_CACHE, v) for v in rec.get('variants', {}).values())]
-        why = log_wrong(rec['log']) or next(filter(None, (entry_wrong(name, e) for name, e in entries)), None)
-        if why:
-            raise SystemExit(f"{path} is not the record of a finished run ({why}); {fix}")
-        return rec
-    for run in runs:
-        path = record_path(records, grid_dir, run)
-        if run.reused or run.state != 'new' or not os.path.isfile(path):
-            continue
-        rec = read(path)
-        differ = differing(rec['settings'], run.cfg)
-        if differ:
-            raise SystemExit(f"{path} records a run with other settings ("
-                             + ", ".join(f"{k}={a!r}, study: {b!r}" for k, a, b in differ[:4]) + f"); {fix}")
-
-        def anywhere(key):
-            return key | {'device': None}
-        evaluated_as = (anywhere(rec['eval']['key']), rec['mismatch']['key'],
-                        {v: anywhere(e['key']) for v, e in rec.get('variants', {}).items()})
-        if evaluated_as != (anywhere(eval_key(run, mults, n, 'cpu')), mismatch_key(run),
-                            {v: anywhere(eval_key(run, mults, n, 'cpu', v)) for v in variants_of(run, variants)}):
-            print(f"{tag(run)} its record in {records} was evaluated another way: it trains again")
-            continue
-        run.state, run.recorded, run.records = 'done', True, rec['log']
-        run.eval, run.mismatch = rec['eval']['record'], rec['mismatch']['record']
-        run.evals = {v: e['record'] for v, e in rec.get('variants', {}).items()}
-        run.provenance = rec.get('provenance')
-        recalled += 1
-    if recalled:
-        print(f"{recalled} finished run(s) recalled from their records in {records}")
+    final_evals([run], mults, n, variants=variants)
 
 
 if __name__ == '__main__':

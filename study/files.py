@@ -1,6 +1,7 @@
 """
 A study's files named in one place (beside train.py's own, base/rundir.py's), the lock two ablate.py on one
-study take for its summary, and the one reading of a summary, cache or record.
+study take for its summary, and the one reading of a summary, cache or record (read_json; a summary's numbers:
+read_summary).
 """
 
 import contextlib
@@ -12,11 +13,10 @@ from base import rundir
 
 # in a run dir
 TRAIN_LOG = 'train.log'           # a trainer's output when ablate.py or a job started it
-EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py), ablate.py's
+EVAL_LOG = 'eval.log'             # the output of its final eval's process (study/evals.py)
 EVAL_CACHE = 'ablate_eval.json'   # a study's cached final eval and mismatch (study/evals.py)
 MISMATCH_CACHE = 'ablate_mismatch.json'
-TRAIN_JOB = 'job.json'            # the cluster job that trains the run (study/launch.py): its id
-EVAL_JOB = 'eval_job.json'        # the cluster job that makes its final eval and mismatch
+RUN_JOB = 'job.json'              # the cluster job that trains the run and evaluates it (study/launch.py): its id
 REBUILD = 'rebuild'               # in a cooldown branch's dir: its trunk trained again to rebuild a lost snapshot
 # in a study's results_dir
 RESULTS, RESULTS_MD = 'results.json', 'results.md'   # the summary and its tables
@@ -46,6 +46,44 @@ def read_json(path, fix, kind=dict):
     if not isinstance(data, kind):
         raise SystemExit(f"{path} holds a {type(data).__name__}, not a {kind.__name__}; {fix}")
     return data
+
+
+def read_summary(path, shown, fix):
+    """A results.json (named `shown` in a refusal), refused in one line ending in `fix` where it is missing, empty
+    or holds a value that no summary writes: no table, label or results.md is ever written from less."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"{shown} is missing: {fix}")
+    res = read_json(path, fix)
+    why = not_numbers({k: res[k] for k in ('arms', 'long', 'comparisons') if k in res}) if res else 'it is empty'
+    if why:
+        raise SystemExit(f"{shown}: {why}; {fix}")
+    return res
+
+
+# the keys whose values a summary writes as numbers or lists of them (None where there is nothing to count), beside
+# per_seed's {seed: number}: anything else there (an edit, a merge gone wrong) is refused before a table reads it
+NUMBERS = {'mean', 'sd', 'std', 'median', 'min', 'max', 'p', 'p_holm', 'difference', 'share', 'r', 'count', 'of',
+           'runs', 'fit', 'length', 'shift', 'smallest_possible_p', 'fisher_p', 'unpaired_p', 'threshold', 'offset',
+           'window', 'early', 'late', 'ci95', 'ci90'}
+
+
+def not_numbers(o, path=''):
+    """Where a summary holds something other than a number in a place of numbers: 'arms/vpad/area/mean is 'abc',
+    not a number', or None."""
+    if isinstance(o, list):
+        return next(filter(None, (not_numbers(v, f"{path}[{i}]") for i, v in enumerate(o))), None)
+    if not isinstance(o, dict):
+        return None
+    for k, v in o.items():
+        where = f"{path}/{k}".lstrip('/')
+        numbers = v.values() if k == 'per_seed' and isinstance(v, dict) else v if isinstance(v, list) else [v]
+        if (k in NUMBERS or k == 'per_seed') and not all(
+                x is None or isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+            return f"{where} is {json.dumps(v)[:60]}, not a number"
+        why = not_numbers(v, where)
+        if why:
+            return why
+    return None
 
 
 def set_aside(path):

@@ -164,32 +164,6 @@ def plot(results, curves, out):
                                  'training step', 'accuracy (thin: one run each)', log2=False)
 
 
-def mid_range(res):
-    """(task, multiple) where the median accuracy over its runs of a study of snapshots' control, cooled late, is
-    nearest 0.5: where a loss of length shows, not where every run is at 1 or at 0; None before it is evaluated."""
-    late = (res['rule']['control'], res['long']['late'])
-    ctrl = next((a for a in res['arms'].values() if (a['arm'], a['point']) == late and a['tasks']), None)
-    if ctrl is None:
-        return None
-    task = next(iter(ctrl['tasks']))
-    accs = ctrl['tasks'][task]
-    return task, min(accs, key=lambda m: abs(statistics.median(accs[m]['per_seed'].values()) - 0.5))
-
-
-def draw_headline(res, path):
-    """results/headline.png, study_long's deterioration picture: each run's area, and its accuracy where the
-    control is mid-range, cooled early (left) and late (right) in its own training, one line per run, arm by arm
-    (python -m study.report draws it)."""
-    task, m = mid_range(res)
-    panels = {'area (mean accuracy, 1x..64x)': lambda a: a['area']['per_seed'],
-              f"accuracy at {m}x (the control's mid-range)":
-                  lambda a: a['tasks'].get(task, {}).get(m, {}).get('per_seed', {})}
-    e, late = res['long']['early'], res['long']['late']
-    eval_lengths.plot_panels(list(panels), lambda ax, p: early_late_panel(ax, res, panels[p]), path,
-                             f"cooled at fit +{e} | fit +{late}",
-                             f"{task} accuracy (a line: one run; a bar: median)", log2=False)
-
-
 def main(paths):
     if not paths or any(p in ('-h', '--help') for p in paths):
         raise SystemExit("usage: python -m study.plots results/<study>/results.json ...: redraws "

@@ -1,21 +1,15 @@
 """
-One run of a study's grid (a Run, made by ablate.plan): its train.py command, the state of its run dir, what
-the grid's runs need before they start, and how a trainer or an eval is started and stopped.
+One run of a study's grid (a GridRun, made by study.plan): its train.py command, the state of its run dir,
+what the grid's runs need before they start, and a process run in its dir (a trainer, its eval) and stopped.
 """
 
-import configurator  # noqa: F401  (first: a script's Ctrl-C at start-up is one line, configurator.startup)
-
 import dataclasses
-import json
 import os
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
-from typing import IO, Optional, Union
+from typing import Optional, Union
 
 import sample_data
 from base import rundir
@@ -45,9 +39,9 @@ def differing(saved, wanted):
 
 
 @dataclass
-class Run:
-    """One run of the grid: what ablate.plan makes of it (arm to reused), then what the grid learns of it
-    (state to fit_iter) and, while ablate.py trains it here, its trainer (proc to t0)."""
+class GridRun:
+    """One run of the grid (train.py's Run is one run's settings as it trains): what study.plan makes of it (arm
+    to reused), then what the grid learns of it (state to fit_iter)."""
     arm: str                                # its arm (a reused run: this study's arm, not its source's)
     seed: int                               # its training seed, --seed
     dir: str                                # its run dir: grid_dir/<arm>/seed<k>, a branch's <trunk dir>/cooldown<k>
@@ -62,17 +56,13 @@ class Run:
     reused: Optional[str] = None            # 'study/arm' whose run this is (reuse); None: this study's own
     state: Optional[str] = None             # 'new', 'partial', 'done', 'other' (state()), 'evaluating' or
                                             # 'never fit' (a branch of a trunk that never fit: it never trains)
-    recorded: bool = False                  # done, recalled from its committed record (study.evals.recall)
+    recorded: bool = False                  # done, recalled from its committed record (study.records.recall)
     records: Optional[list] = None          # its log.jsonl's records, read once, by state() when it is done
     eval: Optional[dict] = None             # its final eval's record (study.evals); None: not cached yet
     evals: dict = field(default_factory=dict)   # {variant: its final eval under a length-scaling variant}
-    provenance: Optional[dict] = None       # its committed record's provenance (study.evals.provenance_of)
+    provenance: Optional[dict] = None       # its committed record's provenance (provenance_of)
     mismatch: Optional[dict] = None         # its train-vs-eval mismatch (study.evals); None: not cached yet
     fit_iter: Optional[int] = None          # the step it fit at (study.outcomes.find_fit); None: never fit
-    proc: Optional[subprocess.Popen] = None   # its trainer, a train.py process
-    train_log: Optional[IO] = None          # the open train.log the trainer writes to
-    lock: Optional[rundir.DirLock] = None   # the run dir's lock, handed to the trainer
-    t0: Optional[float] = None              # when the trainer started, time.time()
 
 
 def state(run):
@@ -144,6 +134,18 @@ def where(run):
     return f"step {run.point}" if run.fixed_steps else f"fit + {run.point}"
 
 
+def provenance_of(run):
+    """What made a finished run's numbers: {'train': each process's rundir.provenance() its log records, 'eval':
+    its plain eval's}; a committed record's own where it has one."""
+    if run.provenance is not None:
+        return run.provenance
+    train = []
+    for r in run.records or []:
+        if isinstance(r.get('provenance'), dict) and r['provenance'] not in train:
+            train.append(r['provenance'])
+    return {'train': train, 'eval': (run.eval or {}).get('provenance')}
+
+
 def fit_by_then(run):
     """The step a finished run fit at, by the step it is read at where that is fixed (a trunk's stop, its
     branch's snapshot: a fit found in the branch's decay is not one by then; a run of equal steps' end);
@@ -154,11 +156,9 @@ def fit_by_then(run):
     return fit if fit <= (run.cfg['max_iters'] if run.point in ('trunk', None) else run.point) else None
 
 
-def command(run, resume, trunk_fit=None):
-    """The run's train.py command; a cooldown branch's fresh start (no snapshot in its dir) rebuilds the snapshot
-    first (trunk_fit: the step its trunk fit at)."""
-    if run.trunk is not None and not resume:
-        return rebuild_command(run, trunk_fit)
+def command(run, resume):
+    """The run's train.py command: resumed from the checkpoint in its dir (a cooldown branch always is: its
+    snapshot)."""
     return [sys.executable, 'train.py', *run.argv, *(['--init_from=resume'] if resume or run.trunk is not None else [])]
 
 
@@ -167,12 +167,37 @@ def fit_of(trunk):
     return trunk.records[-1].get('fit_iter') if trunk is not None and trunk.state == 'done' and trunk.records else None
 
 
-def ready(run, trunks=None):
-    """Can the run start? A cooldown branch once its trunk has written the snapshot, or finished with a fit (at
-    fixed steps, fit or not): then it rebuilds a snapshot gone missing (trunks: {run dir: trunk Run})."""
-    trunk = (trunks or {}).get(run.trunk)
-    return (run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT)) or fit_of(trunk) is not None
-            or run.fixed_steps and trunk is not None and trunk.state == 'done')
+def ready(run):
+    """Can the run start? A cooldown branch once its trunk has written its snapshot into its dir."""
+    return run.trunk is None or os.path.exists(os.path.join(run.dir, rundir.CKPT))
+
+
+def lost(run, trunks):
+    """A cooldown branch whose snapshot is gone though its finished trunk wrote it (it fit, or keeps its snapshots
+    at fixed steps): a clone that recalled its trunk from its record, a deleted folder (trunks: {run dir: trunk})."""
+    trunk = trunks.get(run.trunk)
+    return (not ready(run) and trunk is not None and trunk.state == 'done'
+            and (run.fixed_steps or fit_of(trunk) is not None))
+
+
+def trunk_to(cfg, k, fixed):
+    """The settings that stop a branch's trunk at the branch's snapshot k: cfg, the branch's (whose cooldown_iters
+    is its trunk's)."""
+    if fixed:
+        return {'snapshots_at_iter': str(k), 'max_iters': k}
+    return {'snapshots_after_fit': str(k), 'steps_after_fit': max(k, cfg['cooldown_iters'])}
+
+
+def rebuild_command(branch):
+    """A lost snapshot, one shell line: a run is deterministic on one machine, so its trunk trained again from its
+    start to fit + k (to step k) into <branch>/rebuild writes the same snapshot, moved into the branch's dir (resumed
+    where a rebuild was cut short)."""
+    k, out = branch.point, os.path.join(branch.dir, files.REBUILD)
+    argv = with_settings(branch.argv, {'out_dir': out, **trunk_to(branch.cfg, k, branch.fixed_steps)})
+    resume = ['--init_from=resume'] if os.path.exists(os.path.join(out, rundir.CKPT)) else []
+    made = os.path.join(rundir.branch_dir(out, k, branch.fixed_steps), rundir.CKPT)
+    return (f"{shlex.join(['python', 'train.py', *argv, *resume])} && mv {shlex.quote(made)} "
+            f"{shlex.quote(os.path.join(branch.dir, rundir.CKPT))} && rm -r {shlex.quote(out)}")
 
 
 def last_progress(run):
@@ -203,13 +228,13 @@ def strand(runs, never):
             never + [dataclasses.replace(r, state='never fit') for r in runs if r.trunk in stranded])
 
 
-def where_grid_stands(runs, argv):
-    """The line an interrupted ablate.py ends with: how far the grid got, and the command that goes on."""
+def where_grid_stands(runs, argv, stopping=0):
+    """The line an interrupted ablate.py ends with: how far the grid got (stopping: its processes still stopping),
+    and the command that goes on."""
     selected = [r for r in runs if r.selected]
     done = sum(r.state == 'done' for r in selected)
-    stopped = sum(r.proc is not None and r.proc.poll() is None for r in selected)
     return (f"{done} of {len(selected)} runs finished"
-            + (f", {stopped} stopping at their last checkpoint" if stopped else '')
+            + (f", {stopping} stopping at their last checkpoint" if stopping else '')
             + f"; resume with: {shlex.join(['python', 'ablate.py', *argv])}")
 
 
@@ -238,7 +263,8 @@ def prepare_data(runs):
 
 
 # -----------------------------------------------------------------------------
-# starting and stopping trainers: the local grid (ablate.py) and the launchers' jobs (study/launch.py)
+# a run's processes, started and stopped: the local pool's (study/pool.py), a job's (study/launch.py),
+# --reproduce's
 
 def to_train(runs):
     """The selected runs not finished, seed by seed across the arms: a grid cut short leaves every
@@ -262,7 +288,7 @@ def open_train_log(run_dir, cmd, name=files.TRAIN_LOG):
     return log
 
 
-def stop_trainers(procs):
+def stop_processes(procs):
     """SIGTERM, which each trainer answers by exiting with its last checkpoint intact; SIGKILL for
     one still running a minute later."""
     for proc in procs:
@@ -275,16 +301,19 @@ def stop_trainers(procs):
             proc.wait()
 
 
-def run_trainer(cmd, run_dir, env, **popen):
-    """Run a trainer to its end, its output appended to the run dir's train.log (a job's, a --reproduce run's);
-    an exception meanwhile (a Ctrl-C to this process alone, a job's signal) stops it as a Ctrl-C would, its last
-    checkpoint intact, rather than leaving it to be killed mid-write. -> its exit code"""
-    with open_train_log(run_dir, cmd) as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, **popen)
+def run_process(cmd, run_dir, env, log=files.TRAIN_LOG, started=None, **popen):
+    """Run a process in a run dir to its end (a trainer, an eval), its output appended to the run dir's `log`
+    (started(proc): told once it runs); an exception meanwhile (a Ctrl-C to this process alone, a job's signal)
+    stops it as a Ctrl-C would, its last checkpoint intact, rather than leaving it to be killed mid-write.
+    -> its exit code"""
+    with open_train_log(run_dir, cmd, log) as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, **popen)
+        if started:
+            started(proc)
         try:
             return proc.wait()
         except BaseException:
-            stop_trainers([proc])
+            stop_processes([proc])
             raise
 
 
@@ -294,132 +323,3 @@ def tail(run_dir, name):
         return ' '.join(f.read().strip().splitlines()[-1:])
 
 
-def lock_run(run, then, held):
-    """The run dir's lock, or None (one line: `held`, the name of the process holding it) when another has it."""
-    with rundir.writing(os.path.join(run.dir, rundir.LOCK), 'the lock file', then):
-        try:
-            return rundir.DirLock(run.dir)
-        except rundir.Held as e:
-            print(f"{tag(run)} {held}: {run.dir} is in use by {e}; rerun this command once it has ended")
-            return None
-
-
-def start_eval(run, cmd, env, then):
-    """Start a finished run's eval process (its evals and mismatch into the run dir's caches, eval.log),
-    holding its dir's lock, unless another process holds it. -> whether it started."""
-    lock = lock_run(run, then, 'not evaluated')
-    if lock is None:
-        return False
-    with rundir.writing(os.path.join(run.dir, files.EVAL_LOG), 'the eval log', then):
-        log = open_train_log(run.dir, cmd, files.EVAL_LOG)
-    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    run.train_log, run.lock, run.t0 = log, lock, time.time()
-    return True
-
-
-def start_trainer(run, env, then, trunk_fit=None):
-    """Start a run's trainer unless another process holds its dir, or finished it since the grid
-    was planned. -> whether it started."""
-    lock = lock_run(run, then, 'skipped')
-    if lock is None:
-        return False
-    run.state = state(run)
-    if run.state == 'done':
-        lock.release()
-        print(f"{tag(run)} finished meanwhile by another process")
-        return False
-    cmd = command(run, run.state == 'partial', trunk_fit)
-    handed, fds = lock.child()
-    with rundir.writing(os.path.join(run.dir, files.TRAIN_LOG), 'the train log', then):
-        log = open_train_log(run.dir, cmd)
-    run.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env | handed, pass_fds=fds)
-    run.train_log, run.lock, run.t0 = log, lock, time.time()
-    print(f"{tag(run)} {'resuming' if run.state == 'partial' else 'starting'} -> {run.dir}/{files.TRAIN_LOG}")
-    return True
-
-
-def stop_running(running):
-    """End the trainers still running when this process is interrupted: SIGTERM, which each
-    answers by exiting with its last checkpoint intact (SIGKILL after a minute)."""
-    stop_trainers([run.proc for run in running])
-    for run in running:
-        run.lock.release()
-
-
-# -----------------------------------------------------------------------------
-# a lost snapshot rebuilt: a run is deterministic on one machine, so the trunk trained again from its
-# start to fit + k, into the branch's folder, writes the same snapshot; the branch then trains from it
-
-def trunk_to(cfg, k, fixed):
-    """The settings that stop a branch's trunk at the branch's snapshot k (its lost snapshot rebuilt):
-    cfg, the branch's (whose cooldown_iters is its trunk's)."""
-    if fixed:
-        return {'snapshots_at_iter': str(k), 'max_iters': k}
-    return {'snapshots_after_fit': str(k), 'steps_after_fit': max(k, cfg['cooldown_iters'])}
-
-
-def rebuild_command(branch, trunk_fit=None):
-    """python -m study.runs SPEC: the snapshot at fit + k (at step k) rebuilt if it is missing, then the branch
-    trained. trunk_fit, the finished trunk's fit, is compared with the rebuilt one's past the fit only."""
-    k, out = branch.point, os.path.join(branch.dir, files.REBUILD)
-    trunk_argv = with_settings(branch.argv, {'out_dir': out, **trunk_to(branch.cfg, k, branch.fixed_steps)})
-    spec = {'dir': branch.dir, 'point': k, 'where': where(branch),       # the trunk to fit + k (to step k)
-            'trunk_fit': None if branch.fixed_steps else trunk_fit,
-            'made': os.path.join(rundir.branch_dir(out, k, branch.fixed_steps), rundir.CKPT),
-            'rebuild': [sys.executable, 'train.py', *trunk_argv],
-            'train': [sys.executable, 'train.py', *branch.argv, '--init_from=resume']}
-    return [sys.executable, '-m', 'study.runs', json.dumps(spec)]
-
-
-def rebuild_snapshot(spec, run):
-    """A branch's missing snapshot made again by its trunk's settings stopped at fit + k, into <branch>/rebuild
-    (resumed where cut short), then moved in (spec: rebuild_command's; run(cmd) -> exit code). -> 0 or a code"""
-    snapshot = os.path.join(spec['dir'], rundir.CKPT)
-    if os.path.exists(snapshot):
-        return 0
-    out = os.path.join(spec['dir'], files.REBUILD)
-    resume = os.path.exists(os.path.join(out, rundir.CKPT))
-    print(f"the snapshot at {spec['where']} is missing: rebuilding it, the trunk trained again from its start "
-          f"into {out}" + (" (resumed)" if resume else ""), flush=True)
-    code = run(spec['rebuild'] + ['--init_from=resume'] * resume)
-    if code:
-        return code
-    fit = rundir.read_log(os.path.join(out, rundir.LOG), float('inf'))[-1]['fit_iter']
-    if spec['trunk_fit'] is not None and fit != spec['trunk_fit']:      # another CPU: another trajectory
-        print(f"note: the rebuilt trunk fit at {fit}, the finished one at {spec['trunk_fit']} (another machine?): the "
-              f"branch trains from the rebuild; the trunk's record stays as it is", flush=True)
-    os.replace(spec['made'], snapshot)
-    shutil.rmtree(out)
-    print(f"rebuilt the snapshot at {spec['where']}: {snapshot}", flush=True)
-    return 0
-
-
-def rebuild_and_train(spec):
-    """python -m study.runs SPEC: rebuild_snapshot, then the branch's trainer, to which it hands the run dir's
-    lock ablate.py handed it; it ends with its parent, and stops its child on SIGTERM or SIGINT."""
-    rundir.die_with_parent()
-    lock_fd = os.environ.pop('RUNDIR_LOCK_FD', None)
-    env = dict(os.environ, RUNDIR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED='1')
-    child = []
-
-    def stop(sig, _):
-        stop_trainers(child)
-        sys.exit(128 + sig)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    def run(cmd, **kw):
-        child.append(subprocess.Popen(cmd, env=kw.pop('env', env), **kw))
-        return child[-1].wait()
-    code = rebuild_snapshot(spec, run)
-    if code:
-        sys.exit(f"the rebuild of the snapshot failed (exit {code}); rerun the study's command")
-    handed = {'RUNDIR_LOCK_FD': lock_fd} if lock_fd else {}
-    sys.exit(run(spec['train'], env=env | handed, pass_fds=(int(lock_fd),) if lock_fd else ()))
-
-
-if __name__ == '__main__':
-    if len(sys.argv) != 2 or sys.argv[1] in ('-h', '--help'):
-        raise SystemExit("usage: python -m study.runs SPEC (ablate.py writes it: a cooldown branch whose snapshot is "
-                         "rebuilt, then trained)")
-    rebuild_and_train(json.loads(sys.argv[1]))

@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 import eval_lengths
 import sample_data
-from configurator import configure, items, unknown_key
-from train import check_config
+import train
+from configurator import configure, items, settings_of, unknown_key
+from train_checks import check_config
 from study.stats import CHANGE, early_late
 
 LAUNCHERS = ('local', 'slurm', 'submitit_local')
@@ -26,7 +27,7 @@ class Planned(NamedTuple):
     argv: list        # train.py's arguments that make it (init_from_study's --init_from not yet among them)
     cfg: dict         # the exact settings train.py will use, checked as train.py checks them
     tasks: list       # its eval tasks
-    snapshots: tuple  # a trunk's snapshots (train.check_config's), () for a run that is no trunk
+    snapshots: tuple  # a trunk's snapshots (train_checks.check_config's), () for a run that is no trunk
     fixed: bool       # whether they are steps of its training (snapshots_at_iter), not steps past its fit
 
 
@@ -312,8 +313,14 @@ def flags(overrides, seed):
     return out
 
 
-def split_argv(argv, study_keys, train_keys):
+def train_defaults():
+    """train.py's keys and their defaults."""
+    return settings_of(vars(train))
+
+
+def split_argv(argv, study_keys):
     """ablate.py's command line -> (its own argv, train.py overrides for every run, the --arms selection or None)."""
+    train_keys = train_defaults()
     own, passed, selected = [], [], None
     for arg in argv:
         key = arg[2:].split('=', 1)[0] if arg.startswith('--') else None

@@ -151,11 +151,21 @@ def pearson(xs, ys):
 
 def power_fisher(p1, p2, n, alpha=TESTS['alpha']):
     """Power of the two-sided Fisher test at level alpha, n runs per arm, true rates p1 and p2, summed exactly
-    over both binomials: given the total t of successes the test rejects the least likely tables
-    (hypergeometric weights, integers: ties exact) while their mass is <= alpha."""
-    comb = [math.comb(n, k) for k in range(n + 1)]
-    b1, b2 = sp.binom.pmf(range(n + 1), n, p1), sp.binom.pmf(range(n + 1), n, p2)
+    over both binomials, table by table of those the test rejects (rejected)."""
+    # Python floats: the same products and sums as numpy's scalars, faster to index
+    b1, b2 = sp.binom.pmf(range(n + 1), n, p1).tolist(), sp.binom.pmf(range(n + 1), n, p2).tolist()
     power = 0.0
+    for t, tied in rejected(n, alpha):
+        power += sum(b1[x] * b2[t - x] for x in tied)
+    return float(power)
+
+
+@functools.lru_cache(maxsize=None)     # the tables depend on n alone, which seeds_for_power tries for every pair
+def rejected(n, alpha):
+    """The tables the two-sided Fisher test at level alpha rejects with n runs per arm: given the total t of
+    successes it rejects the least likely tables (hypergeometric weights, integers: ties exact) while their mass
+    is <= alpha. -> [(t, [arm 1's successes x of equally likely tables])], least likely first."""
+    comb, out = [math.comb(n, k) for k in range(n + 1)], []
     for t in range(2 * n + 1):
         weights, mass = sorted((comb[x] * comb[t - x], x) for x in range(max(0, t - n), min(n, t) + 1)), 0
         for w, tied in itertools.groupby(weights, key=lambda wx: wx[0]):   # equally likely tables share a p
@@ -163,8 +173,8 @@ def power_fisher(p1, p2, n, alpha=TESTS['alpha']):
             mass += w * len(tied)
             if mass / math.comb(2 * n, t) > alpha:
                 break
-            power += sum(b1[x] * b2[t - x] for x in tied)
-    return float(power)
+            out.append((t, tied))
+    return out
 
 
 def seeds_for_power(p1, p2, n_max=200):

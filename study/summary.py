@@ -11,11 +11,15 @@ import signal
 
 from base import rundir
 from study import files
-from study.evals import evaluated as is_evaluated, recall, samples_of
-from study.outcomes import find_fit, labels, summarize
-from study.plots import plot, step_curves
-from study.runs import SCHEDULING, state, strand
-from study.report import format_markdown
+from study.derive import labels
+from study.outcomes import summarize
+from study.runs import SCHEDULING
+from study.tables import format_markdown
+
+try:                   # the plots: a feature of their own, study/plots.py (they need matplotlib)
+    from study.plots import plot, step_curves
+except ImportError:
+    plot = None
 
 
 def grid_of(argv):
@@ -95,34 +99,20 @@ def rule_change(cfg, argv, out):
     return {'why': cfg['rule_changed'], 'keys': {k: [fixed.get(k), now[k]] for k in changed}, 'before': fixed}
 
 
-def summarize_grid(runs, never, cfg, lists, argv, records, evaluated, change):
-    """The grid's summary from its run dirs and records as they stand now (another ablate.py may have finished
-    runs meanwhile). -> (runs, never, results)"""
-    for run in runs:
-        if run.state != 'done' and (run.proc is None or run.proc.poll() is not None):
-            run.state = state(run)
-    variants = lists.variants
-    if records:
-        recall(runs, records, cfg['grid_dir'], lists.multiples, samples_of(cfg), variants)
-    runs, never = strand(runs, never)
-    evaluated(runs)               # cached evals are read (computed here where this grid computes them)
-    for run in runs:
-        if run.state == 'done' and not is_evaluated(run, variants):
-            run.state = 'evaluating'             # no cached eval yet: summarized once its eval job has written it
-    find_fit(runs)
-    # --arms: not the others' plans
-    summarized = [r for r in runs + never if r.selected or r.eval is not None]
-    results = summarize(summarized, cfg, lists, argv)
+def summarize_grid(runs, cfg, lists, argv, change):
+    """The summary of these runs (evaluated and found fit or not), its pre-registered rule recorded with the commit
+    of the config that fixed it, and a declared change of the rule (change) with the labels the old rule gave."""
+    results = summarize(runs, cfg, lists, argv)
     config = argv[0] if argv and not argv[0].startswith('--') else None
     results['rule']['fixed'] = rule_of(cfg)
     commit = config and rundir.git('log', '-1', '--format=%H', '--', config)
     results['rule']['config_commit'] = (commit + (' (the config has changed since)' if rundir.git(
         'status', '--porcelain', '--', config) else '')) if commit else 'unknown'
     if change:       # the labels the old rule gave, beside the new rule's
-        before = summarize(summarized, cfg | change['before'], lists, argv)
+        before = summarize(runs, cfg | change['before'], lists, argv)
         now = labels(results)
         results['rule_change'] = dict(change, labels={k: [v, now.get(k)] for k, v in labels(before).items()})
-    return runs, never, results
+    return results
 
 
 def write(out, results, runs, then):
@@ -131,8 +121,9 @@ def write(out, results, runs, then):
     whose every number is these (a rerun with nothing new: only where it was summarized differs) is kept as it is.
     -> whether it wrote them"""
     def numbers(r):     # what a summary says, less where, at which commit and how its rule was kept, to 10 digits
-        r = json.loads(json.dumps(r), parse_float=lambda x: float(f"{float(x):.10g}"))   # (a float's last bits: a
-        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}  # library's)
+        # (a float's last bits are its library's, not the study's)
+        r = json.loads(json.dumps(r), parse_float=lambda x: float(f"{float(x):.10g}"))
+        return {**r, 'provenance': None, 'rule': {k: v for k, v in r['rule'].items() if k not in RECORDED}}
     try:
         with open(os.path.join(out, files.RESULTS)) as f:
             if numbers(json.load(f)) == numbers(results):
@@ -145,7 +136,8 @@ def write(out, results, runs, then):
         rundir.write_atomic(os.path.join(out, files.RESULTS), json.dumps(results, indent=1).encode())
         rundir.write_atomic(os.path.join(out, files.RESULTS_MD), table.encode())
         print('\n' + table)
-        plot(results, step_curves(runs), out)
+        if plot:
+            plot(results, step_curves(runs), out)
     return True
 
 

@@ -20,8 +20,11 @@ from base import rundir
 import train
 import train_checks
 from ablate import main as ablate_main
-from study import evals, files, launch, outcomes, plots, report, reproduce, settings, stats, summary
-from study.runs import Run, state
+from publish import report as publish
+from study import derive, evals, files, launch, outcomes, plots, records, reproduce, settings, stats, summary, tables
+from study import grid as study_grid
+from study.plan import plan_runs
+from study.runs import GridRun, state
 from configurator import configure, settings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +85,11 @@ def refused(*args):
     return msg
 
 
+def planned(cfg):
+    """The runs study.plan plans for a study config read with ablate.py's keys (no command-line overrides)."""
+    return plan_runs(cfg, [], None, (abl.study_settings(), settings_of(vars(train))))[0]
+
+
 def mtimes(grid):
     return {os.path.join(d, f): os.path.getmtime(os.path.join(d, f))
             for d, _, files in os.walk(grid) for f in files if f == 'ckpt.pt'}
@@ -115,17 +123,14 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys, monkey
     for arm in res['arms'].values():
         assert [m['layers'] for m in arm['mismatch_per_seed'].values()] == [0, 0]
         assert arm['mismatch']['var_ratio'] is None and arm['mismatch']['token_shift'] is None
-    md = open(out / 'results.md').read()
-    assert '| none | 2 |' in md and 'pre-act var ratio' in md
-    per_seed = res['arms']['wd']['tasks']['niah_single']
-    mark = ' †' if 2 in res['arms']['wd']['never_fit'] else ''        # 4 steps: a seed may not fit
-    # each seed's row
-    assert f"| wd | 2{mark} | {per_seed['1']['per_seed']['2']:.2f} | {per_seed['2']['per_seed']['2']:.2f} |" in md
-    # the outcomes: every finished run either fit or never did; the rule is printed with them
+    # results.md is what results.json gives (its words are tables.py's tests'), and every number of results.json
+    # what its per-seed numbers give
+    assert (out / 'results.md').read_text() == tables.format_markdown(res)
+    assert derive.rederive(json.loads(json.dumps(res))) == res
+    # the outcomes: every finished run either fit or never did
     for arm in res['arms'].values():
         assert arm['runs'] == 2 and arm['fit'] + len(arm['never_fit']) == 2
     assert res['rule']['control'] == 'none' and res['rule']['extrap_multiple'] == 2
-    assert '**Outcomes**' in md and 'Pre-registered rule: a run fits' in md
     assert not (grid / 'results.json').exists()
     # each run is evaluated as it finishes, in a worker slot: a process of its own on a trainer's threads, whose
     # numbers are those of the same eval in this process on as many threads
@@ -187,8 +192,8 @@ def test_grid_trains_summarizes_and_skips_finished_runs(tmp_path, capsys, monkey
     assert res['rule_change']['keys'] == {'delta': [0.05, 0.2]} and res['rule']['fixed']['delta'] == 0.2
     assert set(res['rule_change']['labels']) <= {'wd vs none'}      # (4 steps: a tested pair only where both fit)
     assert all(len(v) == 2 for v in res['rule_change']['labels'].values())
-    md = (out / 'results.md').read_text()
-    assert '**The rule changed after its results**' in md and 'a wider margin, to test' in md
+    assert res['rule_change']['why'] == 'a wider margin, to test'
+    assert (out / 'results.md').read_text() == tables.format_markdown(res)
     ablate_here(cfg)                          # rerun: the rule is the recorded one now; the change is still stated
     assert json.load(open(out / 'results.json'))['rule_change']['keys'] == {'delta': [0.05, 0.2]}
     capsys.readouterr()
@@ -344,7 +349,7 @@ def test_a_summary_counts_the_runs_another_ablate_finished_meanwhile(tmp_path, m
     def the_other_trains_meanwhile(runs, *args, **kwargs):
         ablate(cfg)                                       # a second ablate.py on the same study, to the end
         return []
-    monkeypatch.setattr(abl, 'train_grid', the_other_trains_meanwhile)
+    monkeypatch.setattr(study_grid, 'train_here', the_other_trains_meanwhile)
     ablate_here(cfg)
     assert 'Not finished yet' not in capsys.readouterr().out
     res = json.load(open(tmp_path / 'results' / 'results.json'))
@@ -415,9 +420,10 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
     """A study of trunks at fixed steps: each trunk's branches are runs of the grid in <trunk>/at<k> (never
     a fit-relative cooldown<k>), that resume the snapshot the trunk writes at step k and stop at k + 2; a dry
     run lists them after their trunk. A trunk that finished without fitting still wrote its snapshots: its
-    branches are not stranded as never fit, are ready (a lost snapshot is rebuilt without a fit), and are
-    named at their steps. A study whose arms mix the two kinds of point is refused."""
-    from study.runs import command, ready, strand, tag
+    branches are not stranded as never fit, a lost one's is rebuilt without a fit (the line that does it, its
+    trunk stopped at step 2), and they are named at their steps. A study whose arms mix the two kinds of point
+    is refused."""
+    from study.runs import lost, rebuild_command, strand, tag
     cfg = fixed_study(tmp_path)
     ablate_here(cfg, '--dry_run')
     cmds = [line for line in capsys.readouterr().out.splitlines() if line.startswith('python train.py')]
@@ -425,16 +431,17 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
     assert [c.split('--out_dir=')[-1].split()[0] for c in cmds] == [trunk, f'{trunk}/at2', f'{trunk}/at4']
     assert all(c.endswith('--init_from=resume') and f'--max_iters={k} ' in c and '--snapshots_at_iter= ' in c
                for c, k in zip(cmds[1:], (4, 6)))
-    runs = abl.plan(configure(abl.study_settings(), [cfg]), [], None, settings_of(vars(train)))[0]
+    runs = planned(configure(abl.study_settings(), [cfg]))
     assert [(r.point, r.fixed_steps, r.cfg['max_iters']) for r in runs] == [('trunk', True, 4), (2, True, 4),
                                                                              (4, True, 6)]
     assert tag(runs[1]) == '[none seed 1, cooldown at step 2]'
     runs[0].state, runs[0].records = 'done', fit_log(None)                    # finished, never fit
     kept, never = strand(runs, [])
     assert kept == runs and never == []
-    assert ready(runs[1], {runs[0].dir: runs[0]})
-    spec = json.loads(command(runs[1], False, trunk_fit=None)[3])
-    assert spec['rebuild'][-2:] == ['--snapshots_at_iter=2', '--max_iters=2'] and spec['made'].endswith('at2/ckpt.pt')
+    assert lost(runs[1], {runs[0].dir: runs[0]})
+    rebuild, move, _ = rebuild_command(runs[1]).split(' && ')
+    assert rebuild.endswith(f"--out_dir={trunk}/at2/rebuild --snapshots_at_iter=2 --max_iters=2")
+    assert move == f"mv {trunk}/at2/rebuild/at2/ckpt.pt {trunk}/at2/ckpt.pt"
     mixed = study(tmp_path, 'mixed.py', arms={'none': {'snapshots_at_iter': '2,4', 'max_iters': 4},
                                               'wd': {'snapshots_after_fit': '2,4', 'steps_after_fit': 4}},
                   common={**TINY, 'data_dir': str(tmp_path / 'data'), 'cooldown_iters': 2})
@@ -453,7 +460,9 @@ def test_a_trunk_at_fixed_steps_plans_its_branches_in_at_dirs_and_they_train_fit
 def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_marked_there(tmp_path, capsys):
     """End to end: a trunk at fixed steps that never fits (4 steps) writes its snapshots; its branches train
     from them, are evaluated like it, and are summarized at their steps with their measured areas, marked
-    'not fit by then' in their records and tables."""
+    'not fit by then' in their records and tables. A branch whose folder and record are then lost is not trained:
+    the grid prints the one line that rebuilds its snapshot, and once that line has run, a rerun trains the
+    branch from it to the same numbers."""
     cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
     ablate_here(cfg)
     trunk = tmp_path / 'grid' / 'none' / 'seed1'
@@ -464,8 +473,19 @@ def test_a_trunk_that_never_fits_by_its_fixed_steps_is_cooled_evaluated_and_mark
     records = tmp_path / 'results' / 'runs' / 'none'
     assert [json.load(open(records / f))['fit_by_then'] for f in ('seed1.json', 'seed1/at2.json', 'seed1/at4.json')] \
         == [False] * 3
-    md = (tmp_path / 'results' / 'results.md').read_text()
-    assert '| none at 2 | 1 (not fit by then) |' in md and 'change at 2 -> at 4' in md
+    assert (res['long']['early'], res['long']['late'], res['long']['fixed_steps']) == (2, 4, True)
+    assert (tmp_path / 'results' / 'results.md').read_text() == tables.format_markdown(res)
+    shutil.rmtree(trunk / 'at2')
+    os.remove(records / 'seed1' / 'at2.json')
+    with pytest.raises(SystemExit):                  # not finished: exit 1
+        ablate_here(cfg)
+    said = [line for line in capsys.readouterr().out.splitlines() if 'its snapshot is gone' in line]
+    assert len(said) == 1 and said[0].startswith('[none seed 1, cooldown at step 2] its snapshot is gone: rebuild '
+                                                 'it with `python train.py ')
+    line = said[0].split('`')[1].replace('python', sys.executable, 1)
+    subprocess.run(line, shell=True, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    ablate_here(cfg)
+    assert json.load(open(tmp_path / 'results' / 'results.json'))['arms'] == res['arms']
 
 
 @pytest.mark.slow      # end to end: several tiny runs trained (7-11 s)
@@ -480,7 +500,7 @@ def test_dry_run_prints_independent_commands_and_trains_nothing(tmp_path, capsys
     out = capsys.readouterr().out
     cmds = [line for line in out.splitlines() if line.startswith('python train.py')]
     assert len(cmds) == 1 and '--dropout_site=none' in cmds[0] and '--seed=1' in cmds[0]
-    assert '| wd | 1 |' in out and 'Not finished yet (left out above): none seeds [1]' in out   # printed, not written
+    assert 'not written' in out                                          # the summary: printed, not written
     assert sorted(p for p in (tmp_path / 'grid').rglob('*')) == before
     subprocess.run(cmds[0].replace('python', sys.executable, 1), shell=True, cwd=ROOT, check=True,
                    capture_output=True, timeout=300)                   # as a scheduler would
@@ -553,7 +573,7 @@ def test_arms_that_differ_in_their_corpus_need_their_own_data_dirs(tmp_path):
     cfg = study(tmp_path, 'hay2.py', arms={'d1': {**hay, 'distractors': 0.1, 'data_dir': str(tmp_path / 'd1')},
                                            'd2': {**hay, 'distractors': 0.2, 'data_dir': str(tmp_path / 'd2')}},
                 control='d1')
-    runs, _ = abl.plan(configure(abl.study_settings(), [cfg], quiet=True), [], None, settings_of(vars(train)))
+    runs = planned(configure(abl.study_settings(), [cfg], quiet=True))
     assert [r.arm for r in runs] == ['d1', 'd1', 'd2', 'd2']
 
 
@@ -572,7 +592,7 @@ def test_study_without_arms_or_with_a_bad_override_is_refused(tmp_path):
 
 def a_run(d, cfg, selected=True):
     """Run (none, seed 1) in run dir d, with these settings."""
-    return Run('none', 1, str(d), [], cfg, ['niah_single'], selected)
+    return GridRun('none', 1, str(d), [], cfg, ['niah_single'], selected)
 
 
 def logged(i):
@@ -661,7 +681,7 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        runs = abl.plan(configure(abl.study_settings(), [here]), [], None, settings_of(vars(train)))[0]
+        runs = planned(configure(abl.study_settings(), [here]))
     finally:
         os.chdir(cwd)
     dirs = {(r.arm, r.seed): r.dir for r in runs}
@@ -680,7 +700,7 @@ def test_reused_runs_are_the_source_studys_own_once_every_setting_is_checked_equ
     cont = study(tmp_path, 'cont.py', seeds='1,3', grid_dir=str(tmp_path / 'cont'), init_from_study='here/none')
     os.chdir(ROOT)
     try:
-        runs = abl.plan(configure(abl.study_settings(), [cont]), [], None, settings_of(vars(train)))[0]
+        runs = planned(configure(abl.study_settings(), [cont]))
     finally:
         os.chdir(cwd)
     assert {(r.arm, r.seed): r.cfg['init_from'] for r in runs} == {
@@ -698,7 +718,7 @@ def test_the_study_sets_the_fit_rule_of_every_run(tmp_path):
     os.chdir(ROOT)
     try:
         cfg = configure(abl.study_settings(), [study(tmp_path), '--fit_accuracy=0.9'])
-        runs = abl.plan(cfg, [], None, settings_of(vars(train)))[0]
+        runs = planned(cfg)
     finally:
         os.chdir(cwd)
     # train.py judges the fit as the summary does
@@ -718,7 +738,7 @@ def fake_run(tmp_path, arm, seed, acc_1x, acc_16x, log):
     """A finished run without training: its log.jsonl (its records, as state() reads them) and final eval."""
     d = str(tmp_path / arm / f'seed{seed}')
     write_log(d, log)
-    return Run(arm, seed, d, [], {}, ['niah_single'], True, state='done', records=log,
+    return GridRun(arm, seed, d, [], {}, ['niah_single'], True, state='done', records=log,
                eval={'block_size': 128, 'length_eval': {'niah_single': {'1x': acc_1x, '16x': acc_16x}}})
 
 
@@ -731,10 +751,10 @@ def fit_log(fit_iter):
 
 def test_area_is_the_mean_over_multiples_and_range_the_last_multiple_held_from_1x():
     curve = {1: 1.0, 2: 0.8, 4: 0.6, 8: 0.3, 16: 0.55, 32: 0.0, 64: 0.0}
-    area, reach = outcomes.area_and_range(curve, 0.5)
+    area, reach = derive.area_and_range(curve, 0.5)
     assert area == pytest.approx(3.25 / 7) and reach == 4       # 16x's 0.55 comes after a fall: not in the range
-    assert outcomes.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
-    assert outcomes.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
+    assert derive.area_and_range({1: 0.4, 2: 0.9}, 0.5) == (pytest.approx(0.65), 0)
+    assert derive.area_and_range({1: 1.0, 2: None, 4: 1.0}, 0.5) == (1.0, 4)   # a skipped point is left out
     assert stats.seeds_for_shift(0.06, 0.05) == 12 and stats.seeds_for_shift(0.1, 0.05) == 32   # (2.8016 sd / 0.05)^2
     assert stats.seeds_for_shift(None, 0.05) is None
     # a small spread: the normal approximation says 2, but 5 seeds' smallest sign-flip p is 2/32 > 0.05
@@ -765,15 +785,15 @@ def test_deterioration_rule_counts_two_consecutive_drops_after_the_fit_and_tests
     assert res['arms']['wd']['deterioration'] | {'fisher_p': None} == \
         {'count': 1, 'of': 2, 'seeds': [1], 'fisher_p': None}
     assert res['arms']['wd']['deterioration']['fisher_p'] == pytest.approx(stats.fisher_exact(1, 1, 0, 2))
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'falls >= 0.2 below its running maximum since the fit at 2 quick evals in a row: none 0 of 2; ' \
            'wd 1 of 2 (Fisher' in md
     assert stats.deteriorates([0.9, 0.7, 0.9, 0.7], 0.2, 2) is False and stats.deteriorates([0.9, 0.7, 0.7], 0.2, 2)
     # a deterioration study's verdict is its rule: the area comes second there, and first where there is no rule
-    text = report.what_tests_support(res)
+    text = tables.what_tests_support(res)
     assert 'The area paired by seed (secondary: the deterioration rule below' in text and 'Primary' not in text
     del res['rule']['deteriorates']
-    assert 'Primary, the area paired by seed (from the paired difference' in report.what_tests_support(res)
+    assert 'Primary, the area paired by seed (from the paired difference' in tables.what_tests_support(res)
 
 
 def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
@@ -784,7 +804,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
             fake_run(tmp_path, 'vpad', 2, 1.0, 0.92, fit_log(250)),
             fake_run(tmp_path, 'vpad', 3, 0.5, 0.99, fit_log(None)),   # never fit: its 0.99 must not count
             fake_run(tmp_path, 'wd', 1, 1.0, 0.05, fit_log(None)),     # never fit at all: not tested
-            Run('wd', 2, str(tmp_path / 'wd' / 'seed2'), [], {}, ['niah_single'], True, state='new')]
+            GridRun('wd', 2, str(tmp_path / 'wd' / 'seed2'), [], {}, ['niah_single'], True, state='new')]
     outcomes.find_fit(runs)
     assert [r.fit_iter for r in runs] == [100, 200, 300, 150, 250, None, None, None]
     cfg = {k: getattr(abl, k) for k in ('base_config', 'multiples', 'eval_samples', 'control', 'fit_accuracy',
@@ -833,7 +853,7 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     assert v['area']['never_fit_as_0']['seeds'] == [1, 2, 3]
     assert (wd['runs'], wd['fit'], wd['never_fit'], wd['pending_seeds']) == (1, 0, [1], [2])
     assert wd['vs_control']['fisher'] is None and wd['vs_control']['permutation'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '| vpad | 2 | 0.97 [0.81, 1.00], sd 0.018 | 16x | +0.185 [-inf, +inf] (' in md and '| 1.000 (1.000) |' in md
     assert f"| vpad | 3 | 2 | 200 (150..250) | 2/2, 1.00 [{stats.wilson(2, 2)[0]:.2f}, 1.00] |" in md
     assert '| 0.400 (0.400) | 0.300 | 1.000 (2 seeds) | 9 |' in md and '| none | 3 | 3 |' in md and '| control |' in md
@@ -856,12 +876,12 @@ def test_summary_counts_outcomes_and_tests_arms_against_the_control(tmp_path):
     outcomes.find_fit(runs)
     res = summarize(runs, cfg, ['study.py'])
     assert res['arms']['wd']['vs_control']['paired'] is None
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert 'wd extrapolates more often than none (5/5 vs 0/5 fit runs; Fisher p = 0.008, 0.008 after Holm)' in md
     assert 'By the mean 16x accuracy of fit runs: wd is above none (difference +0.89, permutation p = 0.008)' in md
     # no control: outcomes, but no tests
     res = summarize(runs, cfg | {'control': ''}, ['study.py'])
-    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in report.format_markdown(res)
+    assert 'vs_control' not in res['arms']['wd'] and 'No control is set' in tables.format_markdown(res)
 
 
 
@@ -901,8 +921,8 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     early = joined['arms']['none_wd +1000']['vs_control']['area']['left_out']       # +1000: secondary, alone
     assert early['p_holm'] == early['p']
     assert joined['long']['change_vs_control']['vpad']['p_holm'] == res['long']['change_vs_control']['vpad']['p_holm']
-    assert outcomes.rederive(json.loads(json.dumps(joined))) == joined              # study.report gives the same
-    assert "none_wd's change with the weight decay family's tests at +10000" in report.format_markdown(joined)
+    assert derive.rederive(json.loads(json.dumps(joined))) == joined     # as a committed summary is checked
+    assert "none_wd's change with the weight decay family's tests at +10000" in tables.format_markdown(joined)
     assert set(res['arms']) == {f"{a} {p}" for a in cfg['arms'] for p in ('+1000', '+10000', '+10000 uncooled')}
     late = res['arms']['vpad +10000']['vs_control']
     assert (late['control'], late['family'], late['area']['left_out']['label']) == ('none +10000', 'sites', 'higher')
@@ -920,14 +940,14 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     (arm, within), = L['mismatch_vs_change']['by_arm'].items()
     assert arm == 'vpad' and within['runs'] == 6 and within['r'] == pytest.approx(L['mismatch_vs_change']['r'])
     assert within['ci95'] == pytest.approx(L['mismatch_vs_change']['ci95'])
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '**Long training**' in md and '| vpad | +0.00' in md and '| sites |' in md
     assert 'none +10000 uncooled 0 of 6' in md and 'none +1000 0 of' not in md     # the old rule: on trunks only
     plots.plot(res, plots.step_curves(runs), str(tmp_path))             # the deterioration picture and the curves
     assert set(plots.step_curves(runs)) == set(cfg['arms'])             # of the trunks alone
     # the README's headline, from this study: the control's late 16x sits nearest 0.5
-    assert plots.mid_range(res) == ('niah_single', '16')
-    plots.draw_headline(res, str(tmp_path / 'headline.png'))
+    assert publish.mid_range(res) == ('niah_single', '16')
+    publish.draw_headline(res, str(tmp_path / 'headline.png'))
 
 
 def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path, capsys):
@@ -974,10 +994,10 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     assert first['difference'] == pytest.approx(0.1 + sum(-n for n in noise[:7]) / 7)
     assert first['p_holm'] == pytest.approx(min(1, 2 * min(first['p'], inter['p'])) if first['p'] <= inter['p'] else
                                             max(first['p'], 2 * inter['p']))        # Holm over the family of 2
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '**Comparisons**' in md and '| +4000 | practice | (vpad@yarn - none@yarn) - (vpad - none) |' in md
     assert '**Under length-scaling variants**' in md and '| vpad +4000 | 0.60' in md
-    rows = report.rows('s', {'practice': 'beside yarn'}, res)          # the README's rows: the primary point's tests
+    rows = publish.rows('s', {'practice': 'beside yarn'}, res)          # the README's rows: the primary point's tests
     assert len(rows) == 2 and rows[1].startswith('| beside yarn | [s](s/README.md) | (vpad@yarn - none@yarn) '
                                                  '- (vpad - none) at +4000, +0.101') and rows[1].endswith(
         '| higher; changes without seed 1, 2, 3, 4, 5, 6, 7; never fit as 0: not resolved: [-0.049, +0.103] |')
@@ -1051,15 +1071,15 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
     # a family that names the change corrects each analysis's change with that analysis's tests at 16000
     joined = summarize(runs, cfg | {'families': {'sites': ['vpad', "vpad's change"]}}, ['study.py'])
     joined['long']['change_vs_control']['vpad']['p'] = 1.0      # (were it counted in the fit runs' family too,
-    outcomes.rederive(joined)                                   # that family's Holm p would change)
+    derive.rederive(joined)                                   # that family's Holm p would change)
     for which, change in (('left_out', joined['long']['change_vs_control']['vpad']),
                           ('fit_runs_only', joined['long']['fit_runs_only']['change_vs_control']['vpad'])):
         late = joined['arms']['vpad at 16000']['vs_control']['area'][which]
         assert [late['p_holm'], change['p_holm']] == stats.holm([late['p'], change['p']]), which
     assert [(t['point'], sorted(t)) for t in res['comparisons']] == [
         (p, ['a', 'b', 'family', 'fit_runs_only', 'left_out', 'point']) for p in (6000, 11000, 16000)]
-    assert 'vpad@yarn vs none@yarn at 16000' in outcomes.labels(res)
-    md = report.format_markdown(res)
+    assert 'vpad@yarn vs none@yarn at 16000' in derive.labels(res)
+    md = tables.format_markdown(res)
     for text in ('| vpad at 6000 | 7 (1) | 0.64 [0.60, 0.67], sd 0.039 | 0.65 [0.65, 0.66] |',
                  '| fit runs only: paired difference, p (Holm) |',
                  "| +0.150 (6 seeds), 0.031 (0.031): higher, unlike the primary's verdict |",
@@ -1070,7 +1090,7 @@ def test_at_fixed_steps_every_run_counts_in_the_primary_and_one_not_fit_by_then_
                  'Fit runs only: the same over the runs fit by step 6000 (so by step 16000 too;'):
         assert text in md, text
     assert '+6000' not in md and 'never fit as 0' not in md and '†' not in md
-    rows = report.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
+    rows = publish.rows('s', {'sites': 'c', 'yarn': 'y'}, res)        # the README's rows, at the primary point
     assert rows[0].startswith('| c | [s](s/README.md) | vpad vs none at 16000: ') and \
         rows[0].endswith('not resolved: [-0.048, +0.152]; changes without seed 5; fit runs only: higher |')
     assert rows[1].startswith('| y | [s](s/README.md) | vpad@yarn - none@yarn at 16000, +0.094')
@@ -1114,7 +1134,7 @@ def test_with_every_run_counts_each_run_of_equal_steps_counts_fit_or_not(tmp_pat
     assert len(decay['left_out']['seeds']) == 7 and decay['left_out']['p_holm'] == plain['left_out']['p_holm'] or \
         decay['left_out']['p_holm'] >= decay['left_out']['p']
     assert 'every run trains the same steps' in res['rule']['fixed_steps']
-    md = report.format_markdown(res)
+    md = tables.format_markdown(res)
     assert '| none | 7 (1) |' in md and 'never fit as 0' not in md
 
 
@@ -1144,7 +1164,7 @@ def test_a_study_at_fixed_steps_is_also_read_near_each_runs_own_fit_plus_k(tmp_p
     t = F['vs_control']['vpad']
     assert t['seeds'] == [1, 2, 3, 7] and t['family'] == 'sites'     # 4, 8: none only; 5, 6: vpad only
     assert t['difference'] == pytest.approx((0.1 + 0.11 + 0.1 + 0.09) / 4) and t['p_holm'] == t['p'] and 'label' in t
-    md = report.format_markdown(summarize(runs, cfg, ['study.py']))
+    md = tables.format_markdown(summarize(runs, cfg, ['study.py']))
     assert 'each run at its cooled point within +-1500 steps of its own fit + 4000' in md
     assert '| none | 6 (4 at 6000, 2 at 11000) |' in md and '| vpad | 6 (4 at 6000, 2 at 11000) |' in md
     wide = configure(abl.study_settings(), []) | cfg | {'fit_plus_window': 2500}
@@ -1176,7 +1196,7 @@ def test_the_mismatch_correlation_is_also_given_within_each_arm():
     assert m['runs'] == 10 and m['r'] == pytest.approx(pooled) and pooled > 0.9
     assert {a: (c['runs'], c['r']) for a, c in m['by_arm'].items()} == {'x': (5, pytest.approx(0, abs=1e-9)),
                                                                        'y': (5, pytest.approx(0, abs=1e-9))}
-    text = '\n'.join(report.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
+    text = '\n'.join(tables.long_training_tables({'long': long, 'rule': {'control': '', 'label': 'labels'}}))
     assert f"r = {pooled:+.2f}" in text and 'within each arm' in text and 'x r = +0.00' in text
     # x's shift grows by 0.01-0.05 eval sds on 5 runs (p 1/16, as low as 5 seeds go: no shift is rejected at 0.05):
     # a shift, not area, so no margin of area makes it equivalent within +-0.05; the table reads it as the summary
@@ -1222,40 +1242,39 @@ def fake_slurm(tmp_path, monkeypatch, sbatch):
 
 @pytest.mark.slow   # ~11 s; the Slurm tests cover the same path on a cluster; .ci/run runs -m slow
 def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, capsys):
-    """submitit_local jobs (processes here) train and then evaluate a run. A rerun while its train job
-    runs does not submit it again; --wait waits for it, then for the eval job it submits; a rerun
-    after that submits nothing and summarizes the same. One run: the arrays are the slurm test's."""
+    """submitit_local jobs (processes here) train a run and then, in the same job, evaluate it. A rerun while its
+    job runs does not submit it again; --wait waits for it; a rerun after that submits nothing and summarizes the
+    same, as the local launcher does from the same caches. One run: the arrays are the slurm test's."""
     cfg = study(tmp_path, arms={'none': {'dropout_site': 'none'}}, seeds='1', results_dir=str(tmp_path / 'results'))
     grid, out, run_dir = tmp_path / 'grid', tmp_path / 'results', tmp_path / 'grid' / 'none' / 'seed1'
     args = [cfg, '--launcher=submitit_local', '--eval_on=submitit_local', '--slurm_cpus_per_run=1']
     ablate_here(*args)                                                   # submits and returns
     first = capsys.readouterr().out
-    assert '1 runs, 0 finished, 1 to train as submitit_local jobs' in first and first.count('submitted train job') == 1
+    assert '1 runs, 0 finished, 1 to train or evaluate as submitit_local jobs' in first
+    assert first.count('submitted job') == 1
     info = json.load(open(run_dir / 'job.json'))
     ablate_here(*args)                                                   # at once: the job has not finished
     again = capsys.readouterr().out
-    assert f"train job {info['job_id']} is RUNNING: not resubmitted" in again and 'submitted train job' not in again
+    assert f"job {info['job_id']} is RUNNING: not resubmitted" in again and 'submitted job' not in again
     assert '1 job(s) queued or running' in again
-    ablate_here(*args, '--wait')                                         # waits for that job, then for its eval job
+    ablate_here(*args, '--wait')                                         # waits for that job
     waited = capsys.readouterr().out
-    assert 'submitted train job' not in waited and f"train job {info['job_id']} ended" in waited
-    assert waited.count('submitted eval job') == 1
+    assert 'submitted job' not in waited and f"job {info['job_id']} ended (FINISHED)" in waited
+    assert 'FAILED' not in waited and 'not trained' not in waited
     res = json.load(open(out / 'results.json'))
     assert res['command'] == f'python ablate.py {cfg}'              # how the runs were launched does not matter
     assert json.load(open(out / 'runs' / 'none' / 'seed1.json'))['eval']['record'] == \
-        json.load(open(run_dir / 'ablate_eval.json'))['record']        # recorded from what the eval job cached
+        json.load(open(run_dir / 'ablate_eval.json'))['record']        # recorded from what the job cached
     arm = res['arms']['none']
     assert arm['seeds'] == [1] and arm['pending_seeds'] == [] and arm['runs'] == 1
     assert set(arm['tasks']['niah_single']) == {'1', '2'} and arm['mismatch_per_seed']['1']['layers'] == 0
-    jobs, evals = job_files(grid), job_files(grid, 'eval_job.json')
-    assert set(jobs) == set(evals) == {'none/seed1'} and jobs['none/seed1'] == info
-    for info in list(jobs.values()) + list(evals.values()):
-        assert info['launcher'] == 'submitit_local' and info['folder'] == str(grid / 'submitit')
-        assert (grid / 'submitit' / f"{info['job_id']}_0_result.pkl").exists()          # each job's function returned
-    # the job ran the local path's command, into the run's own train.log
+    jobs = job_files(grid)
+    assert set(jobs) == {'none/seed1'} and jobs['none/seed1'] == info
+    assert info['launcher'] == 'submitit_local' and info['folder'] == str(grid / 'submitit')
+    # the job ran the local pool's commands, into the run's own train.log and eval.log
     log = open(run_dir / 'train.log').read()
     assert log.startswith(f'$ {sys.executable} train.py tests/base_config.py') and '--seed=1' in log.splitlines()[0]
-    # the eval job wrote the run's cached eval, which the summary read
+    assert 'final eval: 3 examples' in (run_dir / 'eval.log').read_text()
     rec = json.load(open(run_dir / 'ablate_eval.json'))['record']
     assert {m[:-1]: a for m, a in rec['length_eval']['niah_single'].items()} == \
         {m: p['per_seed']['1'] for m, p in arm['tasks']['niah_single'].items()}
@@ -1263,12 +1282,25 @@ def test_submitit_local_trains_evaluates_and_a_rerun_submits_nothing(tmp_path, c
     before = mtimes(grid)
     ablate_here(*args, '--wait')
     again = capsys.readouterr().out
-    assert '1 finished, 0 to train' in again and not any(f'submitted {k} job' in again for k in ('train', 'eval'))
-    assert mtimes(grid) == before and job_files(grid) == jobs and job_files(grid, 'eval_job.json') == evals
+    assert '1 finished, 0 to train' in again and 'submitted job' not in again
+    assert mtimes(grid) == before and job_files(grid) == jobs
     assert json.load(open(out / 'results.json'))['arms'] == res['arms']
-    # eval jobs or the default local eval: one summary (it reads the same caches, computes nothing)
+    # in the job or the default local eval: one summary (it reads the same caches, computes nothing)
     ablate_here(cfg)
     assert 'final eval' not in capsys.readouterr().out and json.load(open(out / 'results.json'))['arms'] == res['arms']
+
+
+@pytest.mark.slow   # ~30 s: a trunk and its two branches as submitit_local jobs; .ci/run runs -m slow
+def test_a_launcher_submits_a_trunks_branches_once_it_has_written_their_snapshots(tmp_path, capsys):
+    """--launcher=submitit_local --wait on a trunk at fixed steps: its job first, its branches' jobs once it has
+    written their snapshots; every run finished and summarized, none said to have failed."""
+    cfg = fixed_study(tmp_path, results_dir=str(tmp_path / 'results'))
+    ablate_here(cfg, '--launcher=submitit_local', '--slurm_cpus_per_run=1', '--wait')
+    out = capsys.readouterr().out
+    assert '2 cooldown branch(es) wait for the snapshot of their trunk' in out
+    assert out.count('submitted job') == 3 and 'FAILED' not in out and 'not trained' not in out, out
+    res = json.load(open(tmp_path / 'results' / 'results.json'))
+    assert [(a['seeds'], a['pending_seeds']) for a in res['arms'].values()] == [([1], [])] * 3
 
 
 def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monkeypatch, capsys):
@@ -1284,49 +1316,35 @@ def test_slurm_submits_a_job_array_and_resubmits_only_ended_jobs(tmp_path, monke
     for flag in ('partition=gpu', 'gpus-per-node=2', 'cpus-per-task=4', 'time=90', 'mem=16GB', 'account=lab',
                  'qos=high', 'array=0-3%4'):
         assert f'#SBATCH --{flag}' in script, script
-    # seed by seed across the arms, as train_grid goes
+    # seed by seed across the arms, as the local pool goes
     ids = {d: info['job_id'] for d, info in job_files(grid).items()}
     assert ids == {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4242_2', 'wd/seed2': '4242_3'}
     assert all(info['launcher'] == 'slurm' for info in job_files(grid).values())
     assert not list(grid.rglob('ckpt.pt'))
     assert [a['pending_seeds'] for a in json.load(open(grid / 'results.json'))['arms'].values()] == [[1, 2], [1, 2]]
-    # what each job runs: the local path's command, and its resume (picked when the job starts)
+    # what each job runs: the local pool's command (its resume picked when the job starts: run_job); no eval in
+    # the job, as eval_on is local
     with open(grid / 'submitit' / '4242_2_submitted.pkl', 'rb') as f:
-        fresh, resumed, run_dir, threads = pickle.load(f).args
-    assert run_dir == str(grid / 'none' / 'seed2') and threads == 4
-    assert fresh[1:3] == ['train.py', 'tests/base_config.py'] and '--seed=2' in fresh
-    assert resumed == fresh + ['--init_from=resume']
+        cmds, run_dir, threads = pickle.load(f).args
+    assert run_dir == str(grid / 'none' / 'seed2') and threads == 4 and len(cmds) == 1
+    assert cmds[0][1:3] == ['train.py', 'tests/base_config.py'] and '--seed=2' in cmds[0]
     capsys.readouterr()
-    # sacct: two still queued or running, one failed, one preempted: only those two go again, as one new array
+    # sacct: one running, one queued, one preempted (Slurm requeues it), one failed: only that one goes again
     (fake / 'sacct').write_text('JobID|State|NodeList\n4242_0|RUNNING|n1\n4242_1|PENDING|None assigned\n'
                                 '4242_2|FAILED|n2\n4242_3|PREEMPTED|n3\n')
     ablate_here(*args)
     out = capsys.readouterr().out
     assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 is PENDING: not resubmitted' in out
-    assert 'job 4242_2 ended (FAILED)' in out and 'job 4242_3 ended (PREEMPTED)' in out
+    assert 'job 4242_2 ended (FAILED) with its work not done: resubmitting' in out
+    assert 'job 4242_3 is PREEMPTED: not resubmitted' in out
     assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
-        {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4243_0', 'wd/seed2': '4243_1'}
-    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4243.sh').read_text()
-    # jobs sacct does not list (accounting off, or purged): the job's own files say: queued before it writes its
-    # log, running while its trainer holds the run dir, then ended (resubmitted: it resumes from its checkpoint);
-    # a job that left a result is FINISHED, or FAILED where its function raised (a trainer that died)
+        {'none/seed1': '4242_0', 'wd/seed1': '4242_1', 'none/seed2': '4243', 'wd/seed2': '4242_3'}   # (one job)
+    # a cluster without accounting cannot say how its jobs ended: refused in one line, before anything is submitted
     (fake / 'no_accounting').write_text('')
-    import submitit
-    submitit.SlurmJob.watcher.clear()       # a new ablate.py: no state of the calls before (submitit keeps the last)
-    held = rundir.DirLock(str(grid / 'none' / 'seed1'))                # as the job's trainer holds its run dir
-    (grid / 'submitit' / '4242_1_0_result.pkl').write_bytes(pickle.dumps(('error', 'CalledProcessError: -9')))
-    started = grid / 'submitit' / '4243_0_0_log.out'    # started, then gone without a result, and quiet since
-    started.write_text('')
-    os.utime(started, (time.time() - launch.STARTING_S - 5,) * 2)
-    ablate_here(*args)
-    out = capsys.readouterr().out
-    held.release()
-    assert 'job 4242_0 is RUNNING: not resubmitted' in out and 'job 4242_1 ended (FAILED)' in out, out
-    assert 'job 4243_0 ended (ENDED (the scheduler does not know it, and it left no result))' in out
-    assert 'job 4243_1 is PENDING: not resubmitted' in out
-    assert {d: info['job_id'] for d, info in job_files(grid).items()} == \
-        {'none/seed1': '4242_0', 'wd/seed1': '4244_0', 'none/seed2': '4244_1', 'wd/seed2': '4243_1'}
-    assert '#SBATCH --array=0-1%2' in (fake / 'sbatch4244.sh').read_text()
+    msg = refused(*args)
+    assert msg.startswith("--launcher=slurm reads each job's state from Slurm's accounting, and sacct does not answer "
+                          "here (sacct: error: Slurm accounting storage is disabled)"), msg
+    assert not (fake / 'sbatch4244.sh').exists()
 
 
 def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp_path, monkeypatch, capsys):
@@ -1347,62 +1365,44 @@ def test_a_jobs_gpus_follow_the_runs_device_and_a_refused_gres_names_the_key(tmp
     assert 'Invalid generic resource (gres) specification' in msg and '--slurm_gpus_per_run=N' in msg, msg
 
 
-def test_a_job_the_scheduler_cannot_name_is_read_from_its_files_and_a_starting_one_is_not_ended(tmp_path):
-    """sacct knows a job only seconds after it starts (and never without accounting): a job whose log exists
-    but whose trainer has not taken the run dir since it was submitted is STARTING while its files are fresh,
-    ENDED once they are quiet; one whose trainer took the run dir and let go (killed) is ENDED at once."""
-    import types
-    sub, out = tmp_path / 'submitted.pkl', tmp_path / 'job_log.out'
-    job = types.SimpleNamespace(state='UNKNOWN', paths=types.SimpleNamespace(
-        result_pickle=tmp_path / 'result.pkl', stdout=out, submitted_pickle=sub))
-    run = Run('none', 1, str(tmp_path), [], {}, [], True)
-    (tmp_path / rundir.LOCK).write_text('123 host\n')                      # an earlier job's trainer, killed
-    past = time.time() - 10
-    os.utime(tmp_path / rundir.LOCK, (past, past))
-    sub.write_bytes(b'')
-    assert launch.job_state(job, run) == 'PENDING'
-    out.write_text('submitit INFO - Starting with JobEnvironment\n')
-    assert launch.job_state(job, run) == 'STARTING' and 'STARTING' in launch.ACTIVE
-    for p in (out, sub):
-        os.utime(p, (time.time() - launch.STARTING_S - 1,) * 2)
-    assert launch.job_state(job, run).startswith('ENDED')                   # never took the run dir, and quiet
-    os.utime(out, None)
-    held = rundir.DirLock(str(tmp_path), note=lambda _: None)               # its trainer takes the run dir
-    try:
-        assert launch.job_state(job, run) == 'RUNNING'
-    finally:
-        os.close(held.fd)                   # killed: the flock dropped, the lock file left behind
-        held.fd = None
-    assert launch.job_state(job, run).startswith('ENDED')
+def test_a_jobs_end_is_what_its_submitit_object_says_and_an_error_its_function_raised(tmp_path):
+    """launch.ended of submitit's own job objects, here LocalJobs of an earlier ablate.py (no process known): a job
+    that left no result ended as its state says; one whose function raised (train.py exited non-zero) says its
+    error's last line, never 'FINISHED'; one submitit stopped at its time limit says TIMEOUT."""
+    import submitit
+    from submitit.core import utils
+    results = {'ok': ('success', None),
+               'killed': ('error', 'Traceback (most recent call last):\nsubprocess.CalledProcessError: Command '
+                                   "'train.py' returned non-zero exit status -9."),
+               'late': ('error', 'submitit.core.utils.UncompletedJobError: Job 4 (task: 0) timed-out')}
+    said = {}
+    for name in ('gone', *results):
+        job = submitit.LocalJob(tmp_path / name, '7')
+        if name in results:
+            job.paths.folder.mkdir(parents=True)
+            utils.cloudpickle_dump(results[name], job.paths.result_pickle)
+        said[name] = launch.ended(job)
+    assert said == {'gone': 'NO PROCESS AND NO RESULT', 'ok': 'FINISHED',
+                    'killed': 'FAILED: subprocess.CalledProcessError: returned non-zero exit status -9.',
+                    'late': 'TIMEOUT'}
 
 
-def test_a_local_job_whose_trainer_died_is_failed_not_finished(tmp_path):
-    """submitit writes a result file whether the job's function returned or raised: a trainer that was
-    SIGKILLed (train_job raised CalledProcessError) is FAILED, with its error, never 'ended (FINISHED)'; one
-    submitit ended at its time limit (Slurm says FAILED) is TIMEOUT."""
-    import types
-    jobs = []
-    for name, result in (('ok', ('success', None)), ('killed', ('error', 'CalledProcessError: returned -9')),
-                         ('late', ('error', 'UncompletedJobError: Job 4 (task: 0) timed-out'))):
-        path = tmp_path / f'{name}_result.pkl'
-        path.write_bytes(pickle.dumps(result))
-        jobs.append(types.SimpleNamespace(paths=types.SimpleNamespace(result_pickle=path),
-                                          state='FAILED' if name == 'late' else 'FINISHED'))
-    run = Run('none', 1, str(tmp_path), [], {}, [], True)
-    assert [launch.job_state(job, run) for job in jobs] == ['FINISHED', 'FAILED', 'TIMEOUT']
-    assert launch.job_error(jobs[1]) == 'CalledProcessError: returned -9' and launch.job_error(jobs[0]) is None
-
-
-def test_train_job_resumes_when_the_run_dir_holds_a_checkpoint(tmp_path):
+def test_run_job_resumes_where_the_run_dir_holds_a_checkpoint_and_fails_with_its_process(tmp_path, monkeypatch):
+    """A job's train.py command resumes when the run dir holds a checkpoint as the job starts (a job Slurm requeued
+    after a preemption), starts fresh where it holds none; its eval's output goes to eval.log; a process that fails
+    fails the job."""
+    ran = []
+    monkeypatch.setattr(launch, 'run_process', lambda cmd, run_dir, env, log, **kw: ran.append((cmd[2:], log)) or 0)
+    train_cmd, eval_cmd = [sys.executable, 'train.py', '--seed=1'], [sys.executable, '-m', 'study.evals', '{}']
     run_dir = tmp_path / 'run'
-    fresh, resumed = [sys.executable, '-c', 'print("fresh")'], [sys.executable, '-c', 'print("resumed")']
-    launch.train_job(fresh, resumed, str(run_dir), 1)
-    (run_dir / 'ckpt.pt').write_bytes(b'')                   # a job requeued after a preemption finds one
-    launch.train_job(fresh, resumed, str(run_dir), 1)
-    lines = (run_dir / 'train.log').read_text().splitlines()
-    assert [l for l in lines if not l.startswith('$')] == ['fresh', 'resumed']
-    with pytest.raises(subprocess.CalledProcessError):      # a failed train.py fails the job
-        launch.train_job([sys.executable, '-c', 'raise SystemExit(3)'], resumed, str(tmp_path / 'other'), 1)
+    launch.run_job([train_cmd, eval_cmd], str(run_dir), 1)
+    (run_dir / 'ckpt.pt').write_bytes(b'')
+    launch.run_job([train_cmd], str(run_dir), 1)
+    assert ran == [(['--seed=1'], 'train.log'), (['study.evals', '{}'], 'eval.log'),
+                   (['--seed=1', '--init_from=resume'], 'train.log')]
+    monkeypatch.setattr(launch, 'run_process', lambda *a, **kw: 3)
+    with pytest.raises(subprocess.CalledProcessError):
+        launch.run_job([train_cmd], str(run_dir), 1)
 
 
 @pytest.mark.parametrize('args,words', [
@@ -1439,10 +1439,10 @@ def test_refused_submission_is_one_line_and_changes_nothing(tmp_path, monkeypatc
     with monkeypatch.context() as m:                                    # no srun anywhere on PATH, even where
         m.setenv('PATH', str(fake / 'bin'))                             # this machine has slurm-wlm installed
         msg = refused(*args)
-    assert msg.startswith('slurm refused the submission of 4 train job(s)') and 'srun' in msg, msg
+    assert msg.startswith('slurm refused the submission of 4 job(s)') and 'srun' in msg, msg
     (fake / 'srun').rename(fake / 'bin' / 'srun')
     msg = refused(*args)
-    assert msg == 'slurm refused the submission of 4 train job(s): sbatch: error: Batch job submission failed: ' \
+    assert msg == 'slurm refused the submission of 4 job(s): sbatch: error: Batch job submission failed: ' \
                   'Invalid partition name specified', msg
     assert not grid.exists() and not (tmp_path / 'results').exists()   # no job.json, no submitit files, no summary
     # a grid_dir that holds an earlier submission's files is left as it was
@@ -1459,9 +1459,9 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
     """A run evaluated plain and under 'yarn': its record holds both with their keys and the provenance
     its log and eval name; recalled, it gives them back; a study that now asks for another variant
     trains it again (its record was evaluated another way)."""
-    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    grid, folder, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
     prov = {'commit': 'abc', 'cpu': 'Some CPU', 'torch': '2.13.0'}
-    run = Run('none', 1, os.path.join(grid, 'none', 'seed1'), [], {'max_iters': 9, 'device': 'cpu'}, ['mqar'], True,
+    run = GridRun('none', 1, os.path.join(grid, 'none', 'seed1'), [], {'max_iters': 9, 'device': 'cpu'}, ['mqar'], True,
               state='done',
               records=[{'iter': 0, 'fit_iter': None, 'provenance': prov, 'length_eval': {}},
                        {'iter': 9, 'fit_iter': 3, 'length_eval': {}}],
@@ -1472,17 +1472,17 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
                            (files.MISMATCH_CACHE, evals.mismatch_key(run), run.mismatch)):
         rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': rec}).encode())
     assert 'variant' not in evals.eval_key(run, mults, 3, 'cpu')        # the plain key is as it always was
-    evals.save_records([run], records, grid, ('yarn',))
-    saved = json.load(open(os.path.join(records, 'none', 'seed1.json')))
+    records.save_records([run], folder, grid, ('yarn',))
+    saved = json.load(open(os.path.join(folder, 'none', 'seed1.json')))
     assert saved['variants']['yarn'] == {'key': evals.eval_key(run, mults, 3, 'cpu', 'yarn'), 'record': acc(0.2)}
     assert saved['provenance'] == {'train': [prov], 'eval': prov}
     assert outcomes.machine_of(saved['provenance']) == 'Some CPU, torch 2.13.0'
     shutil.rmtree(grid)
     fresh = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
-    evals.recall([fresh], records, grid, mults, 3, ('yarn',))
+    records.recall([fresh], folder, grid, mults, 3, ('yarn',))
     assert (fresh.state, fresh.evals, fresh.provenance) == ('done', {'yarn': acc(0.2)}, saved['provenance'])
     again = dataclasses.replace(run, state='new', eval=None, evals={}, mismatch=None, records=None)
-    evals.recall([again], records, grid, mults, 3, ('yarn', 'ntk'))
+    records.recall([again], folder, grid, mults, 3, ('yarn', 'ntk'))
     assert again.state == 'new' and 'was evaluated another way' in capsys.readouterr().out
     # a trunk is evaluated plain only, and a branch planned as its copy does not lend it the branch's variants
     trunk = dataclasses.replace(run, point='trunk', evals={}, eval=None)
@@ -1493,7 +1493,7 @@ def test_a_records_variants_and_provenance_are_saved_and_recalled(tmp_path, caps
         for v in ('', 'yarn'):
             rundir.write_atomic(os.path.join(r.dir, files.eval_cache(v)), json.dumps(
                 {'key': evals.eval_key(r, mults, 3, 'cpu', v), 'record': acc(0.2 if v else 0.1)}).encode())
-    evals.evaluate([trunk, branch], mults, 3, compute=False, variants=('yarn',))
+    evals.final_evals([trunk, branch], mults, 3, compute=False, variants=('yarn',))
     assert (trunk.eval, trunk.evals) == (acc(0.1), {}) and branch.evals == {'yarn': acc(0.2)}
 
 
@@ -1502,35 +1502,43 @@ def acc(a):
     return {'block_size': 64, 'length_eval': {'mqar': {'1x': a}}}
 
 
-def test_a_branch_without_its_snapshot_starts_by_rebuilding_it_once_its_trunk_has_fit(tmp_path):
-    """ready() and command(): a branch whose dir lost its snapshot (or never got it) can start once its
-    trunk has finished with a fit, by rebuilding it; not while the trunk trains, nor after it never fit."""
-    from study.runs import command, ready
-    trunk = Run('none', 1, str(tmp_path / 't'), ['--seed=1'], {'cooldown_iters': 3}, ['mqar'], True, point='trunk',
-                state='partial')
+def test_a_branch_without_its_snapshot_waits_for_its_trunk_and_a_lost_one_is_one_line_that_rebuilds_it(tmp_path):
+    """ready() and lost(): a branch starts from the snapshot its trunk writes into its dir; one whose snapshot is gone
+    once its trunk finished with a fit is lost, and its rebuild is one shell line: the trunk's settings stopped at
+    fit + 2 into the branch's rebuild/ (resumed where a rebuild was cut short), the snapshot moved in. Not while
+    the trunk trains, nor after it never fit (it wrote none)."""
+    from study.runs import command, lost, ready, rebuild_command
+    trunk = GridRun('none', 1, str(tmp_path / 't'), ['--seed=1'], {'cooldown_iters': 3}, ['mqar'], True,
+                    point='trunk', state='partial')
     branch = dataclasses.replace(trunk, dir=str(tmp_path / 't' / 'cooldown2'), point=2, trunk=trunk.dir, state='new',
                                  argv=['--seed=1', '--steps_after_fit=5', '--snapshots_after_fit='])
     trunks = {trunk.dir: trunk}
-    assert not ready(branch, trunks)                                         # the trunk still trains
+    assert not ready(branch) and not lost(branch, trunks)                 # the trunk still trains
     trunk.state, trunk.records = 'done', [{'iter': 9, 'fit_iter': None}]
-    assert not ready(branch, trunks)                                         # it never fit: no snapshot to rebuild
+    assert not lost(branch, trunks)                                        # it never fit: no snapshot to rebuild
     trunk.records = [{'iter': 9, 'fit_iter': 3}]
-    assert ready(branch, trunks)
-    spec = json.loads(command(branch, False, trunk_fit=3)[3])
-    assert spec['rebuild'][2:] == ['--seed=1', f"--out_dir={branch.dir}/rebuild", '--snapshots_after_fit=2',
-                                   '--steps_after_fit=3']                    # the trunk's settings, to fit + 2
-    assert spec['train'][1:] == ['train.py', *branch.argv, '--init_from=resume'] == command(branch, True)[1:]
+    assert lost(branch, trunks)
+    out = f"{branch.dir}/rebuild"
+    assert rebuild_command(branch) == (f"python train.py --seed=1 --out_dir={out} --snapshots_after_fit=2 "
+                                       f"--steps_after_fit=3 && mv {out}/cooldown2/ckpt.pt {branch.dir}/ckpt.pt && "
+                                       f"rm -r {out}")                     # the trunk's settings, to fit + 2
+    os.makedirs(out)
+    open(os.path.join(out, 'ckpt.pt'), 'w').close()                       # a rebuild cut short: resumed
+    assert '--steps_after_fit=3 --init_from=resume && mv' in rebuild_command(branch)
+    open(os.path.join(branch.dir, 'ckpt.pt'), 'w').close()
+    assert ready(branch) and not lost(branch, trunks)
+    assert command(branch, False)[1:] == ['train.py', *branch.argv, '--init_from=resume']   # it resumes its snapshot
 
 
 def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, capsys):
     """A trunk is recorded once it is done and evaluated, a branch when it is (a clone missing a branch's
     snapshot rebuilds it, so nothing waits for the group); each is recalled on its own, a run whose
     record is gone trains again alone; a record evaluated on other lengths is left alone: it trains again."""
-    grid, records, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
+    grid, folder, mults = str(tmp_path / 'grid'), str(tmp_path / 'runs'), [1, 2]
     cfg = {'max_iters': 9, 'seed': 1}
 
     def group(seed, done):                  # a trunk and one branch, finished and evaluated where done says
-        trunk = Run('none', seed, os.path.join(grid, 'none', f'seed{seed}'), [], cfg, ['mqar'], True, point='trunk')
+        trunk = GridRun('none', seed, os.path.join(grid, 'none', f'seed{seed}'), [], cfg, ['mqar'], True, point='trunk')
         branch = dataclasses.replace(trunk, dir=os.path.join(trunk.dir, 'cooldown2'), point=2, trunk=trunk.dir)
         for run, finished in zip((trunk, branch), done):
             os.makedirs(run.dir, exist_ok=True)
@@ -1542,42 +1550,42 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
                 rundir.write_atomic(os.path.join(run.dir, name), json.dumps({'key': key, 'record': run.eval}).encode())
         return [trunk, branch]
     runs = group(1, (True, True)) + group(2, (True, False))
-    evals.save_records(runs, records, grid)
-    assert sorted(str(p.relative_to(records)) for p in (tmp_path / 'runs').rglob('*.json')) == \
+    records.save_records(runs, folder, grid)
+    assert sorted(str(p.relative_to(folder)) for p in (tmp_path / 'runs').rglob('*.json')) == \
         ['none/seed1.json', 'none/seed1/cooldown2.json', 'none/seed2.json']     # seed 2's branch is not done
     for run in runs:                                                      # a fresh clone: no run dirs
         run.state, run.eval = 'new', None
     shutil.rmtree(grid)
-    evals.recall(runs, records, grid, mults, 3)
+    records.recall(runs, folder, grid, mults, 3)
     assert [(r.state, r.recorded, r.eval) for r in runs] == \
         [('done', True, acc(0.1))] * 2 + [('done', True, acc(0.2)), ('new', False, None)]
     assert '3 finished run(s) recalled' in capsys.readouterr().out
     for run in runs:
         run.state, run.recorded = 'new', False
-    evals.recall(runs, records, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
+    records.recall(runs, folder, grid, [1, 2, 4], 3)                       # the study now evaluates 4x too
     assert [r.state for r in runs] == ['new'] * 4
     assert '[none seed 1] its record' in capsys.readouterr().out
-    os.remove(os.path.join(records, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: it alone
-    evals.recall(runs, records, grid, mults, 3)                           # trains again (from a rebuilt snapshot)
+    os.remove(os.path.join(folder, 'none', 'seed1', 'cooldown2.json'))    # a branch's record deleted: it alone
+    records.recall(runs, folder, grid, mults, 3)                           # trains again (from a rebuilt snapshot)
     assert [r.state for r in runs] == ['done', 'new', 'done', 'new']
     # a trunk that never fit wrote no snapshot: it is recorded and recalled alone, its branches never train
     never = group(3, (True, False))
     never[0].records = [{'iter': 9, 'fit_iter': None, 'length_eval': {'mqar': {'1x': 0.5}}}]
-    evals.save_records(never, records, grid)
-    assert os.path.isfile(os.path.join(records, 'none', 'seed3.json'))
+    records.save_records(never, folder, grid)
+    assert os.path.isfile(os.path.join(folder, 'none', 'seed3.json'))
     shutil.rmtree(grid)
     never[0].state = never[1].state = 'new'
-    evals.recall(never, records, grid, mults, 3)
+    records.recall(never, folder, grid, mults, 3)
     assert [(r.state, r.recorded) for r in never] == [('done', True), ('new', False)]
     # a record whose eval is empty is damaged, not a run done without an eval
-    path = os.path.join(records, 'none', 'seed3.json')
+    path = os.path.join(folder, 'none', 'seed3.json')
     damaged = json.load(open(path))
     damaged['eval']['record'] = None
     with open(path, 'w') as f:
         json.dump(damaged, f)
     never[0].state = 'new'
     with pytest.raises(SystemExit, match='is not the record of a finished run'):
-        evals.recall(never, records, grid, mults, 3)
+        records.recall(never, folder, grid, mults, 3)
     # valid JSON of the wrong shape: an accuracy that is text, a log record without its length eval
     for edit, why in ((lambda r: r['eval'].update(record={'block_size': 64, 'length_eval': {'mqar': {'1x': 'abc'}}}),
                        "its accuracy of 'mqar' at 1x is 'abc'"),
@@ -1589,7 +1597,7 @@ def test_each_run_is_recorded_as_it_finishes_and_recalled_on_its_own(tmp_path, c
         with open(path, 'w') as f:
             json.dump(rec, f)
         with pytest.raises(SystemExit) as e:
-            evals.recall(never, records, grid, mults, 3)
+            records.recall(never, folder, grid, mults, 3)
         assert why in str(e.value) and len(str(e.value).splitlines()) == 1
 
 
@@ -1607,6 +1615,52 @@ def test_a_rerun_whose_numbers_are_equal_keeps_the_committed_summary(tmp_path, m
     assert (tmp_path / 'results.json').read_bytes() == committed
     summary.write(str(tmp_path), dict(results, arms={'none': {'area': {'mean': 0.6}}}), [], 'rerun')
     assert json.loads((tmp_path / 'results.json').read_bytes())['arms']['none']['area']['mean'] == 0.6
+
+
+def test_each_optional_feature_is_one_module_the_rest_runs_without(tmp_path):
+    """launch.py (Slurm and submitit), plots.py, reproduce.py and records.py deleted (their imports fail, as a
+    deleted module's would): a study config's own grid is still planned and dry-run with its summary printed, and
+    a summary is written, without plots."""
+    cfg = study(tmp_path, results_dir=str(tmp_path / 'results'))
+    shutil.copy(os.path.join(ROOT, 'results', 'study_quick', 'results.json'), tmp_path / 'quick.json')
+    code = (f"import sys, json, runpy\n"
+            f"for m in ('study.launch', 'study.plots', 'study.reproduce', 'study.records'): sys.modules[m] = None\n"
+            f"sys.argv = ['ablate.py', {cfg!r}, '--dry_run']\n"
+            f"runpy.run_path('ablate.py', run_name='__main__')\n"
+            f"from study import grid, summary\n"
+            f"assert grid.records is None and summary.plot is None\n"
+            f"summary.write({str(tmp_path / 'out')!r}, json.load(open({str(tmp_path / 'quick.json')!r})), [], 'x')\n")
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert 'not written' in out.stdout and sorted(os.listdir(tmp_path / 'out')) == ['results.json', 'results.md']
+
+
+def test_a_dry_run_piped_into_head_ends_quietly_and_says_the_records_hold_every_run(tmp_path):
+    """`python ablate.py config/study_quick.py --dry_run | head`, on a copy of its committed records: they hold
+    every run, so no command is pending, and the dry run says why; a reader that stops reading ends it with no
+    traceback (PYTHONUNBUFFERED=1: each print meets the closed pipe at once)."""
+    shutil.copytree(os.path.join(ROOT, 'results', 'study_quick', 'runs'), tmp_path / 'runs')
+    proc = subprocess.Popen([sys.executable, 'ablate.py', 'config/study_quick.py', '--dry_run',
+                             f'--results_dir={tmp_path}'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    said = next((line for line in proc.stdout if line.startswith('# no command')), None)
+    proc.stdout.close()                                                 # as head does after its lines
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    assert said == (f"# no command is pending: every run of this grid is finished (its records in {tmp_path}/runs "
+                    f"hold them)\n"), err[-3000:]
+    assert 'Traceback' not in err and 'BrokenPipe' not in err and proc.returncode in (0, 1), err[-3000:]
+
+
+def test_reproduce_says_where_a_records_cpu_kernels_are_not_this_machines():
+    """torch picks its CPU kernels by instruction set: a record trained with another one, or that names none
+    (recorded before records kept it), is said so beside the comparison; the same one, or no record, says nothing."""
+    here = {'cpu_capability': 'AVX2'}
+    assert reproduce.kernels({'train': [{'cpu_capability': 'AVX2'}], 'eval': {}}, here) is None
+    assert reproduce.kernels(None, here) is None
+    assert 'it trained with CPU capability AVX512, this machine has AVX2' in reproduce.kernels(
+        {'train': [{'cpu_capability': 'AVX512'}]}, here)
+    assert 'does not name the CPU capability' in reproduce.kernels({'train': [{'cpu': 'AMD EPYC'}]}, here)
 
 
 # --- a Ctrl-C that lands where it is swallowed, or in a child's wait: one line, exit 130

@@ -48,15 +48,14 @@ ENTRY_POINTS = [
     (['eval_lengths.py', '--out_dirs={w}/run'], 'torch'),
     (['eval_lengths.py', '--out_dirs={w}/run'], 'sample_data'),                                # torch loaded
     (['ablate.py', 'config/study_quick.py', '--grid_dir={w}/grid', '--results_dir={w}/results'], 'torch'),
-    (['ablate.py', 'config/study_quick.py', '--grid_dir={w}/grid', '--results_dir={w}/results'], 'study.reproduce'),
+    (['ablate.py', 'config/study_quick.py', '--grid_dir={w}/grid', '--results_dir={w}/results'], 'study.plan'),
     (['sample_data.py', '--data_dir={w}/data'], 'numpy'),
     (['-m', 'tools.bench', '--only=sites'], 'torch'),
     (['-m', 'tools.mismatch'], 'torch'),
-    (['-m', 'study.evals', '{{}}'], 'torch'),             # ablate.py's child for a run's final eval
-    (['-m', 'study.runs', '{{}}'], 'base.rundir'),             # ablate.py's child that rebuilds a snapshot
-    (['-m', 'study.report', '{w}/results.json'], 'torch'),
+    (['-m', 'study.evals', '{{}}'], 'torch'),             # a run's final eval, the pool's or a job's child
+    (['-m', 'publish.report', '{w}/results.json'], 'torch'),
     (['-m', 'study.plots', '{w}/results.json'], 'torch'),
-    (['-m', 'study.report', '--check'], 'base.rundir'),
+    (['-m', 'publish.report', '--check'], 'base.rundir'),
 ]
 
 

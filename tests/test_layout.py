@@ -2,7 +2,8 @@
 The repository's floors, read off its own imports (with ast, nothing is run): each file stands on the floor
 its folder names, and imports only from its own floor or below; no import runs back up, and no circle
 closes, inside a folder either. The ground folder (base/) imports only torch, the standard library and
-configurator.py; the core never imports tools/ or study/.
+configurator.py; the core never imports tools/ or study/; the engine (study/) names no study of this repository,
+which only publish/, above it, lists.
 """
 
 import ast
@@ -12,7 +13,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # bottom to top: a file imports only from its own floor or a lower one
 FLOORS = ['configurator', 'base', 'model', 'sample_data', 'eval_lengths', 'train_checks', 'train', 'tools', 'study',
-          'ablate']
+          'publish', 'ablate']
 CORE = FLOORS[:FLOORS.index('train') + 1]
 OUTSIDE = ('tests', 'config', 'results', '.ci', '.git')      # not modules of the code: left out
 
@@ -90,6 +91,18 @@ def test_the_ground_floor_imports_only_torch_the_standard_library_and_configurat
         if m.split('.')[0] == 'base':
             other = sorted(i for i in imports(path) if i.split('.')[0] not in allowed)
             assert not other, (m, other)
+
+
+def test_the_engine_names_no_study_of_this_repository():
+    """The list of this repository's studies and the claims they test live in publish/: no file of study/ names a
+    study config of config/ (grep for study_long, study_scale, ...)."""
+    studies = [f[:-3] for f in os.listdir(os.path.join(ROOT, 'config')) if f.startswith('study_') and f.endswith('.py')]
+    assert len(studies) > 10
+    for m, path in modules().items():
+        if m.split('.')[0] == 'study':
+            text = open(path).read()
+            named = sorted(s for s in studies if s in text)
+            assert not named, (m, named)
 
 
 def test_the_floor_test_sees_an_import_that_runs_back_up(tmp_path, monkeypatch):

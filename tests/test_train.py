@@ -708,13 +708,28 @@ def killed_and_resumed(plant, args, killed, cfg, k, snapshots, reference, kills,
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+def rebuilt(plant, branch, kill=None):
+    """The one line a study prints for a lost snapshot (study.runs.rebuild_command), run: its train.py command here
+    (the fit planted), then the rest of the line in a shell. -> whether it ran to its end"""
+    from study.runs import rebuild_command
+    first, rest = rebuild_command(branch).split(' && ', 1)
+    argv = shlex.split(first)
+    assert argv[:2] == ['python', 'train.py']
+    try:
+        plant.run(*argv[2:], kill=kill)
+    except RuntimeError:
+        return False
+    subprocess.run(rest, shell=True, check=True)
+    return True
+
+
 def test_a_lost_snapshot_is_rebuilt_by_the_trunk_trained_again_and_its_branch_ends_the_same(data_dir, tmp_path,
                                                                                             monkeypatch):
-    """A trunk (planted fit at 4) and its branch at fit + 2 trained; then the branch's folder is lost, and
-    the study rebuilds it (study.runs.rebuild_command: the trunk's settings stopped at fit + 2 into the
-    branch's folder, its snapshot moved in, then the branch resumed): the rebuilt snapshot, the branch's
-    weights and its log (but timing) equal the first ones, bit for bit; a rebuild cut short resumes."""
-    from study import runs as study_runs
+    """A trunk (planted fit at 4) and its branch at fit + 2 trained; then the branch's folder is lost, and the
+    line the study prints rebuilds it (study.runs.rebuild_command: the trunk's settings stopped at fit + 2 into the
+    branch's rebuild/, its snapshot moved in), then the branch resumes: the rebuilt snapshot, the branch's weights
+    and its log (but timing) equal the first ones, bit for bit; a rebuild cut short resumes."""
+    from study.runs import GridRun, command
     plant = Planted(monkeypatch)
     common = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--max_iters=20',
               '--fit_accuracy=0.9', '--cooldown_iters=3']
@@ -728,27 +743,15 @@ def test_a_lost_snapshot_is_rebuilt_by_the_trunk_trained_again_and_its_branch_en
     first_log, first = log(branch_dir), params(branch_dir)
     shutil.rmtree(branch_dir)
 
-    branch = study_runs.Run('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2,
-                            trunk=trunk)
-    cmd = study_runs.command(branch, False, trunk_fit=4)
-    assert cmd[1:3] == ['-m', 'study.runs']                      # no snapshot: the branch rebuilds it first
-    spec = json.loads(cmd[3])
-
-    def here(cmd, kill=None):                                    # a command run in this process, fit planted
-        assert cmd[1] == 'train.py'
-        try:
-            plant.run(*cmd[2:], kill=kill)
-            return 0
-        except RuntimeError:
-            return 1
-    assert study_runs.rebuild_snapshot(spec, lambda c: here(c, kill=4)) == 1          # cut short mid-rebuild
+    branch = GridRun('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2, trunk=trunk)
+    assert not rebuilt(plant, branch, kill=4)                                         # cut short mid-rebuild
     assert os.path.exists(os.path.join(branch_dir, 'rebuild', 'ckpt.pt'))
-    assert study_runs.rebuild_snapshot(spec, here) == 0                               # resumed, then moved in
+    assert rebuilt(plant, branch)                                                     # resumed, then moved in
     assert not os.path.exists(os.path.join(branch_dir, 'rebuild'))
-    rebuilt = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
-    assert rebuilt['iter_num'] == 6 and all(torch.equal(rebuilt['model'][k], first_snapshot[k]) for k in first_snapshot)
-    assert study_runs.rebuild_snapshot(spec, None) == 0                               # in place: nothing to do
-    here(spec['train'])
+    rebuilt_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
+    assert rebuilt_snapshot['iter_num'] == 6
+    assert all(torch.equal(rebuilt_snapshot['model'][k], first_snapshot[k]) for k in first_snapshot)
+    plant.run(*command(branch, False)[2:])
     timing = ('elapsed_s', 'tokens_per_sec', 'mfu', 'provenance')
     assert [{k: v for k, v in r.items() if k not in timing} for r in log(branch_dir)] == \
         [{k: v for k, v in r.items() if k not in timing} for r in first_log]
@@ -807,9 +810,9 @@ def test_a_trunk_at_fixed_steps_keeps_its_state_there_fit_or_not_and_its_branche
 
 def test_a_lost_snapshot_at_a_fixed_step_is_rebuilt_and_its_branch_ends_the_same(data_dir, tmp_path, monkeypatch):
     """As a lost snapshot past the fit is rebuilt, one at a fixed step: the trunk's settings stopped at step 2
-    (max_iters=2) into the branch's folder, whatever its fit (here: none by then), its snapshot moved in,
-    then the branch resumed: snapshot, weights and log (but timing) equal the first ones, bit for bit."""
-    from study import runs as study_runs
+    (max_iters=2) into the branch's rebuild/, whatever its fit (here: none by then), its snapshot moved in, then
+    the branch resumed: snapshot, weights and log (but timing) equal the first ones, bit for bit."""
+    from study.runs import GridRun, command
     plant = Planted(monkeypatch)
     trunk = str(tmp_path / 'trunk')
     args = ['tests/base_config.py', *TINY, *on(data_dir), '--eval_interval=2', '--dropout=0.2', '--fit_accuracy=0.9',
@@ -822,15 +825,14 @@ def test_a_lost_snapshot_at_a_fixed_step_is_rebuilt_and_its_branch_ends_the_same
     plant.run(*argv, '--init_from=resume')
     first_log, first = log(branch_dir), params(branch_dir)
     shutil.rmtree(branch_dir)
-    branch = study_runs.Run('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2,
-                            trunk=trunk, fixed_steps=True)
-    spec = json.loads(study_runs.command(branch, False, trunk_fit=4)[3])
-    assert spec['trunk_fit'] is None                             # at a fixed step the trunk's fit does not matter
-    assert study_runs.rebuild_snapshot(spec, lambda c: plant.run(*c[2:]) and 0) == 0
-    rebuilt = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
-    assert rebuilt['iter_num'] == 2 and all(torch.equal(rebuilt['model'][k], first_snapshot[k]) for k in first_snapshot)
+    branch = GridRun('none', 1, branch_dir, argv, {'cooldown_iters': 3}, ['niah_single'], True, point=2, trunk=trunk,
+                     fixed_steps=True)
+    assert rebuilt(plant, branch)
+    rebuilt_snapshot = torch.load(os.path.join(branch_dir, 'ckpt.pt'), weights_only=True)
+    assert rebuilt_snapshot['iter_num'] == 2
+    assert all(torch.equal(rebuilt_snapshot['model'][k], first_snapshot[k]) for k in first_snapshot)
     assert not os.path.exists(os.path.join(branch_dir, 'rebuild'))
-    plant.run(*spec['train'][2:])
+    plant.run(*command(branch, False)[2:])
     timing = ('elapsed_s', 'tokens_per_sec', 'mfu', 'provenance')
     assert [{k: v for k, v in r.items() if k not in timing} for r in log(branch_dir)] == \
         [{k: v for k, v in r.items() if k not in timing} for r in first_log]
