@@ -5,6 +5,7 @@ alone (format_markdown), so that no figure can drift from the summary it states.
 
 from collections import Counter
 
+from eval_lengths import parse_variant
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
 from study.stats import (DELTA, at_point, decision, fixed_steps, flips_text, fmt_interval, fmt_p, named_changes,
                          point_text, range_text, second_analysis, verdict)
@@ -313,10 +314,14 @@ def variant_tables(results):
     """Each arm's area under each length-scaling variant beside plain, and against its control under the same."""
     arms, delta, fixed = results['arms'], results['rule'].get('delta', DELTA), fixed_steps(results)
     variants = results['eval']['variants']
-    lines = ['**Under length-scaling variants**', '', "The same cooled models evaluated plain and with RoPE rescaled "
-             "at inference for each eval length L, s = L / T (the plain eval at 1x; `python eval_lengths.py "
-             "--rope_scaling=... --logit_scale=...`): each arm's area (mean [95% CI] over "
-             + ("every run measured" if fixed else "fit runs") + ").", '', *head('arm', 'plain', *variants)]
+    ssm = [v for v in variants if parse_variant(v).ssm != 'none']
+    how = (f"with Mamba2's SSM rescaled at inference ({', '.join(ssm)}: eval_lengths.py --ssm_scaling=...), s "
+           f"calibrated at each eval length on examples the evaluation never sees" if ssm else
+           "with RoPE rescaled at inference for each eval length L, s = L / T (the plain eval at 1x; `python "
+           "eval_lengths.py --rope_scaling=... --logit_scale=...`)")
+    lines = ['**Under length-scaling variants**', '', f"The same cooled models evaluated plain and {how}: each arm's "
+             "area (mean [95% CI] over " + ("every run measured" if fixed else "fit runs") + ").", '',
+             *head('arm', 'plain', *variants)]
     for name, arm in arms.items():
         if not arm.get('variants'):
             continue
