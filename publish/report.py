@@ -76,6 +76,13 @@ def paired_row(claim, link, what, t, delta, holm_p=True, t0=None, fixed=False):
             f"{fmt_p(t['p_holm']) if holm_p else '-'} | {len(t['seeds'])} paired | {text} |")
 
 
+def means(a, b, t):
+    """'0.577 vs 0.602': two arms' mean areas over the seeds their paired test t counts (not over every run of
+    each, which may be other seeds: a never-fit run is in one arm's mean and in no pair)."""
+    seeds = [str(s) for s in t['seeds']]
+    return ' vs '.join(f"{statistics.mean(x['area']['per_seed'][s] for s in seeds):.3f}" for x in (a, b))
+
+
 def long_rows(name, claims, res):
     """A study of cooled snapshots. Claim 1 (claims[0]): each run's change from its early to its late
     cooled area, the control's against 0 and each arm's against the control's, and the area late of
@@ -98,8 +105,7 @@ def long_rows(name, claims, res):
             if not t or c not in area:
                 continue
             row = paired_row(claims[1] if family == 'sites' else claims[0], link,
-                             f"{a} vs {c}, cooled area {at_point(late, fixed)}: "
-                             f"{area[a]['area']['mean']:.3f} vs {area[c]['area']['mean']:.3f}", t, delta,
+                             f"{a} vs {c}, cooled area {at_point(late, fixed)}: {means(area[a], area[c], t)}", t, delta,
                              t0=tests.get(second_analysis(fixed)), fixed=fixed)
             (sites if family == 'sites' else claim_1).append(row)
     return claim_1 + sites
@@ -127,7 +133,7 @@ def family_rows(name, claims, res):
             tests = (at.get((arm, point), {}).get('vs_control') or {}).get('area', {})
             if tests.get('left_out') and (c, point) in at:
                 what = (f"{arm} vs {c}" + (f" {at_point(point, fixed)}" if point else '')
-                        + f": {at[arm, point]['area']['mean']:.3f} vs {at[c, point]['area']['mean']:.3f}")
+                        + f": {means(at[arm, point], at[c, point], tests['left_out'])}")
                 out.append(paired_row(claim, link, what, tests['left_out'], delta, t0=tests.get(second), fixed=fixed))
         for t in res.get('comparisons', []):
             if t['family'] == family and t['point'] == point and t['left_out']:
@@ -155,7 +161,7 @@ def rows(name, claim, res):
         t = tests.get('left_out')
         if n == control or not t:
             continue
-        what = f"{n} vs {control}: {a['area']['mean']:.3f} vs {ctrl['area']['mean']:.3f}"
+        what = f"{n} vs {control}: {means(a, ctrl, t)}"
         out.append(paired_row(claim, link, what, t, delta, t0=tests.get('never_fit_as_0')))
     return out
 

@@ -169,7 +169,10 @@ def what_tests_support(results):
                 f"points secondary)"
                 if 'long' in results else
                 'The area paired by seed (secondary: the deterioration rule below is this study\'s outcome)'
-                if 'deteriorates' in rule else 'Primary, the area paired by seed')
+                if 'deteriorates' in rule else
+                'The area paired by seed, each arm against the control in its family (the study\'s own comparisons '
+                'are below, and its config says which family is primary)' if rule.get('comparisons') else
+                'Primary, the area paired by seed')
         out.append(f"{head} ({rule['label']}): " + '; '.join(
             f"{n} against {control_of(results, n)}, {verdict(t, delta)}: {fmt_difference(t)}"
             f" ({len(t['seeds'])} seeds, p {fmt_p(t['p'])}, Holm {fmt_p(t.get('p_holm'))})"
@@ -177,8 +180,12 @@ def what_tests_support(results):
         out.append("Secondary:")
     tested = {n: v for n, v in compared.items() if v['fisher']}
     untested = [n for n in arms if n not in tested and n not in {control_of(results, t) for t in compared}]
-    if untested:
-        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(untested)}.")
+    unmeasured = [n for n in untested if n in compared]
+    if unmeasured:
+        out.append(f"Not tested (no fit run measured at {m}x): {', '.join(unmeasured)}.")
+    if len(unmeasured) < len(untested):
+        out.append(f"Not tested against {c} (in no family): "
+                   f"{', '.join(n for n in untested if n not in unmeasured)}.")
     if not tested:
         return ' '.join(out)
     sig = [n for n, v in tested.items()

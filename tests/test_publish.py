@@ -40,7 +40,8 @@ def one_line(*argv):
 
 
 def fake_results(ctrl_median, ctrl_pass, t):
-    arm = lambda median, count: {'fit': 12, 'area': {'mean': median, 'median': median},   # noqa: E731
+    arm = lambda median, count: {'fit': 12, 'area': {'mean': median, 'median': median,   # noqa: E731
+                                                      'per_seed': {str(s): median for s in range(1, 13)}},
                                  'extrapolates': {'count': count, 'of': 12}, 'range': {'median': 4}}
     return {'rule': {'control': 'none'},
             'arms': {'none': arm(ctrl_median, ctrl_pass), 'vpad': {**arm(ctrl_median + t['difference'], 6),
@@ -71,13 +72,19 @@ def test_verdict_rows_read_their_label_from_the_interval_and_say_where_an_arm_is
     fragile = dict(t, leave_one_out={'p_holm': [0.01, 0.07], 'survives': False, 'flips': [3, 9]})
     assert report.rows('s', 'claim', fake_results(0.41, 3, fragile))[0].endswith(
         '| higher; changes without seed 3, 9 |')
+    # the row's two means are over the seeds the test pairs: a control run no arm run pairs with is left out
+    res = fake_results(0.41, 3, t)
+    res['arms']['none']['area']['per_seed']['13'] = 0.0
+    res['arms']['none']['area']['mean'] = 0.41 * 12 / 13
+    assert 'vpad vs none: 0.490 vs 0.410' in report.rows('s', 'claim', res)[0]
 
 
 
 def test_a_study_of_snapshots_gives_claim_1_rows_then_the_sites_at_the_late_point():
     t = lambda d, p: {'difference': d, 'ci95': [d - 0.02, d + 0.02], 'ci90': [d - 0.016, d + 0.016],  # noqa: E731
                       'sd': 0.03, 'p': p, 'p_holm': p, 'seeds': list(range(1, 13))}
-    at = lambda arm, area, test=None: {'arm': arm, 'point': 10000, 'area': {'mean': area},   # noqa: E731
+    at = lambda arm, area, test=None: {'arm': arm, 'point': 10000,   # noqa: E731
+                                       'area': {'mean': area, 'per_seed': {str(s): area for s in range(1, 13)}},
                                        **({'vs_control': {'area': {'left_out': test}}} if test else {})}
     res = {'rule': {'control': 'none', 'families': {'sites': ['vpad'], 'weight decay': ['none_wd']}},
            'arms': {'none +1000': {**at('none', 0.4995), 'point': 1000},      # the early mean as it is, not rounded
