@@ -536,9 +536,9 @@ def format_table(records, mults):
     return "\n".join(lines)
 
 
-def plot_panels(panels, draw, path, xlabel, ylabel, log2=True, width=4.0):
-    """One subplot per panel (a title), side by side, `width` inches each; draw(ax, panel) draws its
-    lines. Without matplotlib: a one-line note and no file."""
+def plot_panels(panels, draw, path, xlabel, ylabel, log2=True, width=4.0, title=''):
+    """One subplot per panel (a title), side by side, `width` inches each, under the figure's title; draw(ax,
+    panel) draws its lines. Without matplotlib: a one-line note and no file."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -558,9 +558,11 @@ def plot_panels(panels, draw, path, xlabel, ylabel, log2=True, width=4.0):
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
     fig.supxlabel(xlabel, fontsize='medium')   # once, not per panel: side by side they run into each other
+    if title:
+        fig.suptitle(title, fontsize=10)
     handles, labels = axes[0][-1].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc='outside right upper', fontsize=8)
+    if handles:         # (under a figure title: beside the panels' middle, clear of the title)
+        fig.legend(handles, labels, loc='outside right center' if title else 'outside right upper', fontsize=8)
     fig.savefig(path, dpi=150)
     plt.close(fig)
     print(f"wrote {path}")

@@ -66,6 +66,20 @@ def early_late_panel(ax, results, per_seed):
     ax.set_xticks(range(len(colour)), list(colour), fontsize=8)      # the caller's x label names the two points
 
 
+def arm_label(name, arm, what):
+    """'pre_linear_carry: median of 4 seeds' over 'dropout_site=pre_linear, state_passing=carry': an arm and
+    its overrides of the base config, so a figure read alone says what each line trained with (a line each:
+    one long line would squeeze the panels beside the legend)."""
+    overrides = ', '.join(f'{k}={v}' for k, v in (arm.get('overrides') or {}).items())
+    return f"{name}: {what}\n  {overrides or 'the base config'}"
+
+
+def length_ticks(ax, xs):
+    """Every multiple labelled; past 8 of them slanted, or 512x and 1024x run into each other."""
+    ax.set_xticks(xs, [f"{m}x" for m in xs], rotation=45 if len(xs) > 8 else 0, fontsize=8 if len(xs) > 8 else None)
+    ax.minorticks_off()
+
+
 def plot(results, curves, out):
     """accuracy_vs_length.png (every run thin, each arm's median bold: outcomes are nearly binary per
     run, so a mean with a band would hide them; the range threshold dotted), area_by_arm.png (each
@@ -74,6 +88,9 @@ def plot(results, curves, out):
     accuracy_vs_step.png (every run's quick eval to its own end, each arm's median bold where at least
     half of its runs still train)."""
     arms, long, fixed = results['arms'], results.get('long'), fixed_steps(results)
+    # the figure says what trained: the base config and what every arm shares, each arm's own in its legend
+    common = ', '.join(f'{k}={v}' for k, v in (results.get('common') or {}).items())
+    title = f"{results.get('base_config', '')}" + (f" with {common}" if common else '')
     base = {n: a.get('arm', n) for n, a in arms.items()}      # (a study summarized before snapshots: the name)
     colour = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(base.values()))}   # one colour per arm
     tasks = list(dict.fromkeys(t for a in arms.values() for t in a['tasks']))
@@ -94,9 +111,8 @@ def plot(results, curves, out):
             for seed in pts[0][1]['per_seed']:
                 ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
             medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
-            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=f"{base[name]} (median of {len(arm['seeds'])} seeds)")
-            ax.set_xticks(xs, [f"{m}x" for m in xs])
-            ax.minorticks_off()
+            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=arm_label(base[name], arm, f"median of {len(arm['seeds'])} seeds"))
+            length_ticks(ax, xs)
         ax.axhline(results['rule']['range_threshold'], color='grey', ls=':', lw=1,
                    label=f"range threshold {results['rule']['range_threshold']:g}")
 
@@ -128,14 +144,15 @@ def plot(results, curves, out):
                                       + ("steps of its own training" if fixed else "steps past the fit")],
                                      lambda ax, _: early_late_panel(ax, results, lambda a: a['area']['per_seed']),
                                      os.path.join(out, 'area_by_arm.png'), 'arm',
-                                     f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False)
+                                     f"area, mean accuracy over {mults} (line: one run; bar: median)", log2=False,
+                                     title=title)
         else:
             eval_lengths.plot_panels([f"area per run (mean accuracy over {mults})"], by_arm,
                                      os.path.join(out, 'area_by_arm.png'), 'arm', 'area (dot: one run; bar: median)',
-                                     log2=False)
+                                     log2=False, title=title)
     if panels:
         eval_lengths.plot_panels(list(panels), by_length, os.path.join(out, 'accuracy_vs_length.png'),
-                                 'length (multiple of the training length)', 'accuracy (thin: one run each)')
+                                 'length (multiple of the training length)', 'accuracy (thin: one run each)', title=title)
     variants = results['eval'].get('variants')
     if variants:        # one panel per eval variant, a line per arm (its mean over seeds), at the primary point
         point = long['late'] if long else None
@@ -150,18 +167,17 @@ def plot(results, curves, out):
                 pts = sorted((int(m), a) for m, a in curve.items())
                 if pts:
                     ax.plot(*zip(*pts), color=colour[base[name]], lw=2, marker='o',
-                            label=f"{base[name]} (mean of {len(arm['seeds'])} seeds)")
-                    ax.set_xticks([m for m, _ in pts], [f"{m}x" for m, _ in pts])
-                    ax.minorticks_off()
+                            label=arm_label(base[name], arm, f"mean of {len(arm['seeds'])} seeds"))
+                    length_ticks(ax, [m for m, _ in pts])
         eval_lengths.plot_panels(['plain', *variants], by_variant, os.path.join(out, 'accuracy_by_variant.png'),
                                  'length (multiple of the training length)',
-                                 f"{task} accuracy" + (f", cooled {at_point(point, fixed)}" if long else ''))
+                                 f"{task} accuracy" + (f", cooled {at_point(point, fixed)}" if long else ''), title=title)
     order = lambda m: int(m[:-1]) if m[:-1].isdigit() else 1 << 20     # noqa: E731  (the mean last)
     steps = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, order(tm[1])))
     if steps:
         eval_lengths.plot_panels([f"{t} at {m}" for t, m in steps], by_step, os.path.join(out, 'accuracy_vs_step.png'),
-                                 'training step', 'accuracy (thin: one run each)', log2=False)
+                                 'training step', 'accuracy (thin: one run each)', log2=False, title=title)
 
 
 def main(paths):

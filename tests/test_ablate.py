@@ -1012,6 +1012,10 @@ def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path,
     # (7 seeds all up give p 2/128, Holm over 2 0.031: any 6 give 0.062; the never-fit seed 8 as 0 says otherwise)
     plots.plot(res, {}, str(tmp_path))                      # one panel per variant (plots need matplotlib)
     assert (tmp_path / 'accuracy_by_variant.png').exists() or 'matplotlib is not installed' in capsys.readouterr().out
+    # a line's legend names what its arm trained with: its overrides of the base config, on a line of their own
+    assert plots.arm_label('vpad', {'overrides': {'dropout_site': 'vpad', 'dropout': 0.1}}, 'mean of 8 seeds') == \
+        'vpad: mean of 8 seeds\n  dropout_site=vpad, dropout=0.1'
+    assert plots.arm_label('none', {'overrides': {}}, 'median of 3 seeds').endswith('\n  the base config')
 
 
 def fixed_steps_run(tmp_path, arm, seed, point, area, fit):
