@@ -368,7 +368,45 @@ def comparisons_table(results):
             zero += ' (differs)'
         lines.append(row(point, t['family'], f"{side(t['a'])} - {side(t['b'])}",
                          *diff_cells(t['left_out'], delta, robust=False), robustness(t['left_out'] or {}), zero))
-    return lines + ['']
+    return lines + [''] + range_extension(results)
+
+
+EXTENDS = 4         # the paper's reading of a range: extended when it is 4x or more the other's
+
+
+def range_extension(results):
+    """The paper's own metric beside each comparison of two arms (no interaction): per seed of its test, a's
+    range over b's (the largest multiple with accuracy >= the threshold there and at every shorter one), and
+    the seeds where a extends b's range EXTENDS-fold or more. Read from the per-seed ranges the summary holds."""
+    fixed = fixed_steps(results)
+    at = {(a.get('arm', n), a.get('point')): a for n, a in results['arms'].items()}
+
+    def ranges(term, point):
+        arm, _, variant = term.partition('@')
+        entry = at.get((arm, point), {})
+        return (entry.get('variants', {}).get(variant, {}) if variant else entry).get('range', {}).get('per_seed', {})
+    multiple = lambda m: f"{m:g}x" if m else '0'      # noqa: E731  (0: below the threshold at 1x already)
+    out = []
+    for t in results['comparisons']:
+        if ' - ' in t['a'] + t['b'] or not t['left_out']:
+            continue
+        a, b = ranges(t['a'], t['point']), ranges(t['b'], t['point'])
+        seeds = [str(k) for k in t['left_out']['seeds'] if str(k) in a and str(k) in b]
+        if not seeds:
+            continue
+        ratio = {k: a[k] / b[k] if b[k] else float('inf') if a[k] else 1.0 for k in seeds}
+        extended = [k for k in seeds if ratio[k] >= EXTENDS]
+        point = '-' if t['point'] is None else point_text(t['point'], fixed)
+        out.append(row(point, t['family'], f"{t['a']} / {t['b']}",
+                       ', '.join(f"{k}: {multiple(a[k])} / {multiple(b[k])}" for k in seeds),
+                       f"{len(extended)} of {len(seeds)}" + (f" ({', '.join(extended)})" if extended else '')))
+    if not out:
+        return []
+    return [f"The range, the paper's own metric (secondary): per seed of each comparison of two arms above, a's "
+            f"range / b's (the largest multiple with accuracy >= {results['rule']['range_threshold']:g} there and "
+            f"at every shorter one), and the seeds on which a's is {EXTENDS}x b's or more (where b's is the largest "
+            f"multiple evaluated, a's cannot be).", '',
+            *head('point', 'family', 'a / b', 'range per seed', f"seeds >= {EXTENDS}x"), *out, '']
 
 
 def side(term):

@@ -1726,3 +1726,20 @@ def test_ctrl_c_while_reproduce_retrains_is_one_line_and_exit_130(tmp_path):
                                                f"--eval_interval=50 to continue it"), stderr
     assert trainer is None or not alive(trainer)
     assert 'SIGTERM: stopped at iter' in (log.parent / 'train.log').read_text()
+
+
+def test_the_range_table_counts_the_seeds_where_a_extends_b_fourfold():
+    """The paper's metric beside each comparison of two arms: per seed a's range / b's, and the seeds with 4x or
+    more (a range of 0, below the threshold at 1x already, is extended by any range); an interaction has none."""
+    rng = lambda **per_seed: {'range': {'per_seed': per_seed}}       # noqa: E731
+    res = {'rule': {'range_threshold': 0.5},
+           'arms': {'a': {**rng(**{'1': 64, '2': 8, '3': 4}), 'variants': {'yarn': rng(**{'1': 64, '2': 64, '3': 64})}},
+                    'b': rng(**{'1': 16, '2': 4, '3': 0})},
+           'comparisons': [{'a': 'a', 'b': 'b', 'point': None, 'family': 'f', 'left_out': {'seeds': [1, 2, 3]}},
+                           {'a': 'a@yarn', 'b': 'a', 'point': None, 'family': 'f', 'left_out': {'seeds': [1, 2]}},
+                           {'a': 'a - b', 'b': 'a@yarn - b', 'point': None, 'family': 'f',
+                            'left_out': {'seeds': [1, 2]}}]}
+    lines = tables.range_extension(res)
+    assert lines[4] == '| - | f | a / b | 1: 64x / 16x, 2: 8x / 4x, 3: 4x / 0 | 2 of 3 (1, 3) |'
+    assert lines[5] == '| - | f | a@yarn / a | 1: 64x / 64x, 2: 64x / 8x | 1 of 2 (2) |'
+    assert len(lines) == 7 and lines[-1] == ''              # the interaction: no row
