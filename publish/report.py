@@ -54,9 +54,8 @@ STUDIES = [('study_regime', 'where the no-dropout control fails (the instrument)
            ('study_mamba2_states', {'primary': "5, the recurrent fix: training from carried states, and a site "
                                                "added to it (6000 steps; carried runs fit later)",
                                     'sites': '5 on fresh seeds (71-80), at 6000 steps'}),
-           ('study_mamba2_practice', {'primary': '5 where it can be decided: a site on top of each Mamba2 fix '
-                                                 '(carried states; dt rescaled at inference), area over 1x..1024x, '
-                                                 'every run counted',
+           ('study_mamba2_practice', {'primary': '5 on top of each Mamba2 fix (carried states, dt at inference), '
+                                                 'every run counted, area over 1x..1024x',
                                       'fixes': 'the two fixes, each against the control'})]
 EXTRA = ['study_scale']   # studies checked for mixed machines, not in the table
 LONG = 'study_long'       # the headline figure's study
