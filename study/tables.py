@@ -6,7 +6,7 @@ alone (format_markdown), so that no figure can drift from the summary it states.
 from collections import Counter
 
 from eval_lengths import parse_variant
-from study.evals import MISMATCH_MASKS, MISMATCH_ROWS
+from study.evals import MISMATCH_MASKS, MISMATCH_ROWS, examples, samples_per_point
 from study.stats import (DELTA, at_point, decision, fixed_steps, flips_text, fmt_interval, fmt_p, named_changes,
                          point_text, range_text, second_analysis, verdict)
 
@@ -78,7 +78,7 @@ def outcomes_table(results):
 def area_table(results):
     """The continuous outcomes: per arm its area and range, and its area against the control paired by seed
     (the primary test, Holm over the arms), with never-fit runs left out and counted as 0."""
-    rule, c, n = results['rule'], results['rule']['control'], results['eval']['eval_samples']
+    rule, c, per_point = results['rule'], results['rule']['control'], samples_per_point(results['eval'])
     shift, fixed = rule.get('delta', DELTA), fixed_steps(results)     # (summaries from before delta was a key)
     controls = {control_of(results, n) for n, a in results['arms'].items() if a.get('vs_control')} | {c}
     second = second_analysis(fixed)
@@ -103,9 +103,9 @@ def area_table(results):
         lines.append(row(name, f"{arm['runs']} ({len(arm['not_fit_by_then'])})" if fixed else arm['fit'], *cells))
     lines += ['', f"Area: a run's mean accuracy over the evaluated multiples (the area under accuracy against "
               f"log2(multiple), in [0, 1]); range: the largest multiple with accuracy >= "
-              f"{rule['range_threshold']:g} there and at every shorter one. Each point is {n} held-out examples, "
-              f"so its eval standard error is at most {0.5 / n ** 0.5:.3f} (p = 0.5) and the area's at most "
-              f"{0.5 / (n * len(results['eval']['multiples'])) ** 0.5:.3f}. Paired: per-seed differences from "
+              f"{rule['range_threshold']:g} there and at every shorter one. Each point is {examples(results)}, "
+              f"so its eval standard error is at most {0.5 / min(per_point) ** 0.5:.3f} (p = 0.5) and the area's at "
+              f"most {sum(0.25 / k for k in per_point) ** 0.5 / len(per_point):.3f}. Paired: per-seed differences from "
               f"{c or 'the control'} (a seed fixes the initial weights and the batches in every arm), sign-flip "
               f"test (exact up to 16 seeds), Holm over the arms tested (within each family); verdict: "
               f"{rule['label']}"
@@ -425,7 +425,7 @@ def format_markdown(results):
     mults = results['eval']['multiples']
     lines = [f"`{results['command']}`", '',
              f"Accuracy per length multiple: mean ± standard deviation over seeds, "
-             f"{results['eval']['eval_samples']} held-out examples per point and seed.", '']
+             f"{examples(results)} per point and seed.", '']
     lines += ['**Outcomes**', ''] + outcomes_table(results) + ['**Area and range**', ''] + area_table(results)
     lines += ['**What the tests support**', '', what_tests_support(results), '']
     change = results.get('rule_change')

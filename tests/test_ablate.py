@@ -1743,3 +1743,13 @@ def test_the_range_table_counts_the_seeds_where_a_extends_b_fourfold():
     assert lines[4] == '| - | f | a / b | 1: 64x / 16x, 2: 8x / 4x, 3: 4x / 0 | 2 of 3 (1, 3) |'
     assert lines[5] == '| - | f | a@yarn / a | 1: 64x / 64x, 2: 64x / 8x | 1 of 2 (2) |'
     assert len(lines) == 7 and lines[-1] == ''              # the interaction: no row
+
+
+def test_results_md_states_the_examples_per_point_past_64x_as_the_eval_drew_them():
+    """eval_samples_long past 64x: the text says both counts, and the area's standard error bound uses each
+    point's own count (100 a point over 1..64x and 32 over 128..1024x: sqrt(7 * 0.25/100 + 4 * 0.25/32) / 11)."""
+    ev = {'multiples': [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], 'eval_samples': 100, 'eval_samples_long': 32}
+    assert evals.examples({'eval': ev}) == '100 held-out examples to 64x and 32 past it'
+    assert evals.samples_per_point(ev) == [100] * 7 + [32] * 4
+    assert evals.examples({'eval': dict(ev, multiples=[1, 16, 64])}) == '100 held-out examples'
+    assert evals.examples({'eval': dict(ev, eval_samples_long=0)}) == '100 held-out examples'
