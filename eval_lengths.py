@@ -438,6 +438,11 @@ def trained_tasks(train_cfg):
     return sample_data.parse_tasks(train_cfg['tasks'])[0] if train_cfg.get('tasks') else []
 
 
+def examples_at(m, n, n_long=0):
+    """The held-out examples at multiple m: n, or past LONG x n_long where given."""
+    return n_long if n_long and m > LONG else n
+
+
 def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, absent_key=False, progress=None,
                 leave=True, variant='', distractors=0.0, pair_distance=None, calibrated=None, n_long=0):
     """The length-eval record, one shape for train.py's log and eval_lengths.json:
@@ -452,7 +457,7 @@ def length_eval(model, tok, tasks, multiples, n, batch_size, device, seed=0, abs
     for task, m in tqdm([(t, m) for t in tasks for m in multiples], desc=progress, disable=not progress or None,
                         leave=leave):
         acc, shortest = None, sample_data.min_length(task, tok) + (pair_distance or 0)
-        n_m = n_long if n_long and m > LONG else n
+        n_m = examples_at(m, n, n_long)
         if m * T < shortest:
             tqdm.write(f"{task} at {m}x skipped: {m}x{T} = {m * T} tokens, its documents need at least {shortest}")
         else:

@@ -25,8 +25,8 @@ from study import files
 from study.files import read_summary
 from study.outcomes import rederive
 from study.records import disagreements
-from study.stats import (CHANGE, DELTA, at_point, decision, family_arms, fixed_steps, flips_text, fmt_interval,
-                         fmt_p, point_text, range_text, second_analysis, verdict, within)
+from study.stats import (CHANGE, DELTA, at_point, by_arm_and_point, decision, family_arms, fixed_steps, flips_text,
+                         fmt_interval, fmt_p, point_text, range_text, second_analysis, verdict, within)
 from study.tables import fmt_difference, format_markdown, second_name, side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,7 +121,7 @@ def family_rows(name, claims, res):
     arm's area, plain or under a variant, or a difference of two)."""
     link, delta = f"[{name}]({name}/README.md)", res['rule'].get('delta', DELTA)
     point, fixed = res.get('long', {}).get('late'), fixed_steps(res)
-    at = {(a['arm'], a.get('point')): a for a in res['arms'].values()}
+    at = by_arm_and_point(res['arms'])
     c, out, second = res['rule']['control'], [], second_analysis(fixed)
     for family, claim in claims.items():
         for entry in res['rule']['families'].get(family, []):

@@ -10,9 +10,10 @@ import statistics
 
 from study.evals import MISMATCH
 from study.settings import parse_term
-from study.stats import (DELTA, TESTS, at_point, fisher_exact, fixed_steps, holm, label_rule, leave_one_out, mean_ci,
-                         mean_std, named_changes, permutation_test, point_text, second_analysis, seeds_for_power,
-                         seeds_for_shift, sign_flip, smallest_fisher_p, verdict, wilson)
+from study.stats import (DELTA, TESTS, at_point, by_arm_and_point, fisher_exact, fixed_steps, holm, label_rule,
+                         leave_one_out, mean_ci, mean_std, named_changes, permutation_test, point_text,
+                         second_analysis, seeds_for_power, seeds_for_shift, sign_flip, smallest_fisher_p, verdict,
+                         wilson)
 
 
 # -----------------------------------------------------------------------------
@@ -219,7 +220,7 @@ def relabel(results):
     arms, rule = results['arms'], results['rule']
     delta, c = rule.get('delta', DELTA), rule['control']
     rule['label'] = label_rule(delta)
-    at = {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}   # (summaries before snapshots: no point)
+    at = by_arm_and_point(arms)
     fixed = fixed_steps(results)
     analyses = ('left_out', second_analysis(fixed))     # the primary and the analysis beside it
 

@@ -72,19 +72,17 @@ def samples_of(cfg):
     points past eval_lengths.LONG x have their own count (in the eval key only then: the caches before it stay)."""
     return (cfg['eval_samples'], cfg['eval_samples_long']) if cfg['eval_samples_long'] else cfg['eval_samples']
 
+
 def samples_per_point(ev):
-    """A summary's held-out examples at each evaluated multiple (its 'eval': eval_samples, and eval_samples_long
-    past eval_lengths.LONG x where set)."""
-    long = ev.get('eval_samples_long') or ev['eval_samples']
-    return [ev['eval_samples'] if m <= eval_lengths.LONG else long for m in ev['multiples']]
+    """A summary's held-out examples at each evaluated multiple (its 'eval', as eval_lengths drew them)."""
+    return [eval_lengths.examples_at(m, ev['eval_samples'], ev.get('eval_samples_long')) for m in ev['multiples']]
 
 
 def examples(results):
     """'100 held-out examples' a point, or '100 held-out examples to 64x and 32 past it'."""
-    ev, long = results['eval'], eval_lengths.LONG
-    past = ev.get('eval_samples_long') not in (None, 0, ev['eval_samples']) and max(ev['multiples']) > long
-    return f"{ev['eval_samples']} held-out examples" + (f" to {long}x and {ev['eval_samples_long']} past it"
-                                                        if past else '')
+    n = results['eval']['eval_samples']
+    past = {k for k in samples_per_point(results['eval']) if k != n}
+    return f"{n} held-out examples" + (f" to {eval_lengths.LONG}x and {past.pop()} past it" if past else '')
 
 
 def eval_key(run, mults, n, device, variant=''):

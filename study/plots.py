@@ -66,17 +66,22 @@ def early_late_panel(ax, results, per_seed):
     ax.set_xticks(range(len(colour)), list(colour), fontsize=8)      # the caller's x label names the two points
 
 
+def assignments(settings):
+    """'dropout_site=pre_linear, state_passing=carry': settings as the command line would set them."""
+    return ', '.join(f'{k}={v}' for k, v in (settings or {}).items())
+
+
 def arm_label(name, arm, what):
     """'pre_linear_carry: median of 4 seeds' over 'dropout_site=pre_linear, state_passing=carry': an arm and
     its overrides of the base config, so a figure read alone says what each line trained with (a line each:
     one long line would squeeze the panels beside the legend)."""
-    overrides = ', '.join(f'{k}={v}' for k, v in (arm.get('overrides') or {}).items())
-    return f"{name}: {what}\n  {overrides or 'the base config'}"
+    return f"{name}: {what}\n  {assignments(arm.get('overrides')) or 'the base config'}"
 
 
 def length_ticks(ax, xs):
     """Every multiple labelled; past 8 of them slanted, or 512x and 1024x run into each other."""
-    ax.set_xticks(xs, [f"{m}x" for m in xs], rotation=45 if len(xs) > 8 else 0, fontsize=8 if len(xs) > 8 else None)
+    many = len(xs) > 8
+    ax.set_xticks(xs, [f"{m}x" for m in xs], rotation=45 if many else 0, fontsize=8 if many else None)
     ax.minorticks_off()
 
 
@@ -89,7 +94,7 @@ def plot(results, curves, out):
     half of its runs still train)."""
     arms, long, fixed = results['arms'], results.get('long'), fixed_steps(results)
     # the figure says what trained: the base config and what every arm shares, each arm's own in its legend
-    common = ', '.join(f'{k}={v}' for k, v in (results.get('common') or {}).items())
+    common = assignments(results.get('common'))
     title = f"{results.get('base_config', '')}" + (f" with {common}" if common else '')
     base = {n: a.get('arm', n) for n, a in arms.items()}      # (a study summarized before snapshots: the name)
     colour = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(base.values()))}   # one colour per arm
@@ -111,7 +116,8 @@ def plot(results, curves, out):
             for seed in pts[0][1]['per_seed']:
                 ax.plot(xs, [p['per_seed'].get(seed) for _, p in pts], color=color, lw=0.8, alpha=0.35)
             medians = [statistics.median(p['per_seed'].values()) for _, p in pts]
-            ax.plot(xs, medians, color=color, lw=2.5, marker='o', label=arm_label(base[name], arm, f"median of {len(arm['seeds'])} seeds"))
+            ax.plot(xs, medians, color=color, lw=2.5, marker='o',
+                    label=arm_label(base[name], arm, f"median of {len(arm['seeds'])} seeds"))
             length_ticks(ax, xs)
         ax.axhline(results['rule']['range_threshold'], color='grey', ls=':', lw=1,
                    label=f"range threshold {results['rule']['range_threshold']:g}")
@@ -152,7 +158,8 @@ def plot(results, curves, out):
                                      log2=False, title=title)
     if panels:
         eval_lengths.plot_panels(list(panels), by_length, os.path.join(out, 'accuracy_vs_length.png'),
-                                 'length (multiple of the training length)', 'accuracy (thin: one run each)', title=title)
+                                 'length (multiple of the training length)', 'accuracy (thin: one run each)',
+                                 title=title)
     variants = results['eval'].get('variants')
     if variants:        # one panel per eval variant, a line per arm (its mean over seeds), at the primary point
         point = long['late'] if long else None
@@ -171,7 +178,8 @@ def plot(results, curves, out):
                     length_ticks(ax, [m for m, _ in pts])
         eval_lengths.plot_panels(['plain', *variants], by_variant, os.path.join(out, 'accuracy_by_variant.png'),
                                  'length (multiple of the training length)',
-                                 f"{task} accuracy" + (f", cooled {at_point(point, fixed)}" if long else ''), title=title)
+                                 f"{task} accuracy" + (f", cooled {at_point(point, fixed)}" if long else ''),
+                                 title=title)
     order = lambda m: int(m[:-1]) if m[:-1].isdigit() else 1 << 20     # noqa: E731  (the mean last)
     steps = sorted({(t, m) for a in curves.values() for t, by_m in a.items() for m in by_m},
                    key=lambda tm: (tasks.index(tm[0]) if tm[0] in tasks else 99, order(tm[1])))

@@ -332,6 +332,12 @@ def at_point(point, fixed):
     return point_text(point, fixed) if fixed else f"at +{point}"
 
 
+def by_arm_and_point(arms):
+    """{(arm, point): its summary}: a summary's arms by the arm each reads and the point it is read at (a summary
+    from before snapshots: the name, and no point)."""
+    return {(a.get('arm', n), a.get('point')): a for n, a in arms.items()}
+
+
 def fixed_steps(results):
     """Whether a summary's runs are read at fixed steps of their training (a trunk's snapshots at fixed steps, or
     runs that all train the same steps: every_run_counts) rather than steps past their fit."""

@@ -7,8 +7,8 @@ from collections import Counter
 
 from eval_lengths import parse_variant
 from study.evals import MISMATCH_MASKS, MISMATCH_ROWS, examples, samples_per_point
-from study.stats import (DELTA, at_point, decision, fixed_steps, flips_text, fmt_interval, fmt_p, named_changes,
-                         point_text, range_text, second_analysis, verdict)
+from study.stats import (DELTA, at_point, by_arm_and_point, decision, fixed_steps, flips_text, fmt_interval, fmt_p,
+                         named_changes, point_text, range_text, second_analysis, verdict)
 
 
 # -----------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def range_extension(results):
     range over b's (the largest multiple with accuracy >= the threshold there and at every shorter one), and
     the seeds where a extends b's range EXTENDS-fold or more. Read from the per-seed ranges the summary holds."""
     fixed = fixed_steps(results)
-    at = {(a.get('arm', n), a.get('point')): a for n, a in results['arms'].items()}
+    at = by_arm_and_point(results['arms'])
 
     def ranges(term, point):
         arm, _, variant = term.partition('@')
