@@ -20,6 +20,7 @@ from base import rundir
 import train
 import train_checks
 from ablate import main as ablate_main
+from publish import headline
 from publish import report as publish
 from study import derive, evals, files, launch, outcomes, plots, records, reproduce, settings, stats, summary, tables
 from study import grid as study_grid
@@ -954,8 +955,8 @@ def test_a_study_of_cooled_snapshots_compares_each_run_early_and_late_and_the_ar
     plots.plot(res, plots.step_curves(runs), str(tmp_path))             # the deterioration picture and the curves
     assert set(plots.step_curves(runs)) == set(cfg['arms'])             # of the trunks alone
     # the README's headline, from this study: the control's late 16x sits nearest 0.5
-    assert publish.mid_range(res) == ('niah_single', '16')
-    publish.draw_headline(res, str(tmp_path / 'headline.png'))
+    assert headline.mid_range(res) == ('niah_single', '16')
+    headline.draw_headline(res, str(tmp_path / 'headline.png'))
 
 
 def test_variants_comparisons_and_never_fit_runs_at_every_cooled_point(tmp_path, capsys):
