@@ -167,6 +167,9 @@ def check_variant(rope, logit, ssm='none', ssm_scale='auto'):
         raise ValueError(f"ssm_scaling={ssm!r}: use one of {', '.join(SSM_SCALINGS)}")
     if ssm_scale not in ('auto', 'auto_layers') and not is_factor(ssm_scale):
         raise ValueError(f"ssm_scale={ssm_scale!r}: use 'auto', 'auto_layers' or a positive finite number")
+    if ssm == 'none' and ssm_scale != 'auto':      # else the s given would be dropped without a word
+        raise ValueError(f"ssm_scale={ssm_scale!r} needs ssm_scaling=dt or decay (it scales Mamba2's SSM): add one, "
+                         f"or drop ssm_scale")
     scaled_logits = ('none', 1.0) if logit == '' else ('log', 1.0) if logit == 'log' else ('factor', float(logit))
     fixed = (float(ssm_scale),) if is_factor(ssm_scale) else ()
     return variant_name(LengthScaling(rope, *scaled_logits, ssm=ssm, ssm_scales=fixed), ssm_scale)
@@ -512,8 +515,9 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
     named = {}
     if variant:
         sc = parse_variant(variant)
-        named = {'variant': variant, 'rope_scaling': sc.rope, 'logit_scale': logit_scale_of(sc),
-                 'scale': 's = L / block_size at each length'}
+        named = {'variant': variant, 'rope_scaling': sc.rope, 'logit_scale': logit_scale_of(sc)}
+        if sc.rope != 'none':
+            named['scale'] = 's = L / block_size at each length'      # RoPE's; the SSM's s is ssm_scale's
         if sc.ssm != 'none':
             named |= {'ssm_scaling': sc.ssm, 'ssm_scale': calibration(variant) or sc.ssm_scales[0]}
         if calibration(variant):
@@ -526,6 +530,11 @@ def evaluate_run(run, task_names, mults, n, batch_size, device, seed=0, progress
             **({'distractors': distractors} if distractors else {}),
             **({'pair_distance': pair_distance} if pair_distance is not None else {}),
             'elapsed_s': round(time.time() - t0, 1), 'provenance': rundir.provenance(device), 'length_eval': accs}
+
+
+def scales_text(scales):
+    """A calibrated s per layer as printed: '0.25' where every layer has it, else '(0.25, 1)'."""
+    return f"{scales[0]:g}" if len(set(scales)) == 1 else f"({', '.join(f'{s:g}' for s in scales)})"
 
 
 def format_table(records, mults):
@@ -659,8 +668,11 @@ def main(argv):
         rec = evaluate_run(run, task_names, mults, cfg['eval_samples'], cfg['eval_batch_size'], dev, cfg['seed'],
                            absent_key=cfg['absent_key'], variant=variant, pair_distance=pairs, loaded=loaded.pop(run),
                            n_long=cfg['eval_samples_long'])
-        with rundir.writing(os.path.join(run, name), name, "rerun"):
-            rundir.write_atomic(os.path.join(run, name), json.dumps(rec, indent=1).encode())
+        path = os.path.join(run, name)
+        if os.path.exists(path):    # one file per run and variant: say so when an earlier eval is replaced
+            print(f"{path}: replacing the earlier eval there")
+        with rundir.writing(path, name, "rerun"):
+            rundir.write_atomic(path, json.dumps(rec, indent=1).encode())
         records.append(rec)
         done.append(run)
         rundir.stop_if_asked()
@@ -671,6 +683,10 @@ def main(argv):
     print(f"\naccuracy by length (multiples of each run's training length; {cfg['eval_samples']} examples per "
           f"point{long}{probe})")
     print(format_table(records, mults))
+    for rec in records:     # a calibrated variant's s at each length, as its record keeps it
+        for task, by_length in rec.get('calibrated', {}).items():
+            print(f"{rec['run']} {task}: s chosen on calibration examples: "
+                  + ', '.join(f"{m} {scales_text(c['scales'])}" for m, c in by_length.items()))
     if cfg['plot']:           # into the first run's dir, beside its JSON; the probe's plot keeps the eval's
         plot_results(records, os.path.join(runs[0], name.replace('.json', '.png')))
 

@@ -387,12 +387,14 @@ def test_a_variant_writes_its_own_record_beside_the_plain_one(tok, tmp_path, cap
     assert open(os.path.join(run, 'eval_lengths.json'), 'rb').read() == before
     rec = json.load(open(os.path.join(run, 'eval_lengths_yarn+log.json')))
     assert (rec['variant'], rec['rope_scaling'], rec['logit_scale']) == ('yarn+log', 'yarn', 'log')
+    assert rec['scale'] == 's = L / block_size at each length'
     model = E.load_run(run, 'cpu')[0]
     for m in (1, 4):
         want = E.evaluate(model, tok, 'niah_single', 128 * m, 4, 8, 'cpu', variant='yarn+log')
         assert rec['length_eval']['niah_single'][f'{m}x'] == want
     assert rec['length_eval']['niah_single']['1x'] == json.loads(before)['length_eval']['niah_single']['1x']
-    assert 'eval variant yarn+log' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert 'eval variant yarn+log' in out and 'replacing' not in out       # two files, neither written before
 
 
 @pytest.mark.parametrize('args,words', [
@@ -419,6 +421,7 @@ def test_a_variant_writes_its_own_record_beside_the_plain_one(tok, tmp_path, cap
     (['--ssm_scaling=decay'], ['no Mamba2 layer', "ssm_scaling='decay' rescales", 'evaluate it plain']),
     (['--ssm_scaling=delta'], ['ssm_scaling', 'decay']),
     (['--ssm_scaling=dt', '--ssm_scale=fast'], ['ssm_scale', 'auto_layers']),
+    (['--ssm_scale=0.5'], ["ssm_scale='0.5'", 'needs ssm_scaling=dt or decay']),   # not dropped without a word
     (['--pair_distance=3'], ['pair_distance=3', 'mqar']),
     (['--pair_distance=3', '--tasks=trained'], ['pair_distance=3', 'add --tasks=mqar']),
     (['--pair_distance=100000', '--tasks=mqar', '--multiples=1,2'], ['pair_distance=100000', 'needs', 'longest']),
@@ -772,10 +775,10 @@ def test_no_calibration_example_is_an_evaluation_example(tok, monkeypatch):
         E.calibrate(model, tok, 'mqar', 64, 'decay', 100, 8, 'cpu')
 
 
-def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_path, monkeypatch):
+def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_path, monkeypatch, capsys):
     """eval_lengths.py --ssm_scaling=decay on a Mamba2 run: eval_lengths_decay.json names the variant and, per
-    point, the scales calibration chose; each accuracy is evaluate()'s under those scales; a second run
-    writes the same numbers."""
+    point, the scales calibration chose (printed under the table too); each accuracy is evaluate()'s under those
+    scales; a second run writes the same numbers."""
     monkeypatch.setattr(kernels, 'USE_COMPILE', False)
     run = str(tmp_path / 'r')
     save_tiny_run(run, tok, block_pattern='M', chunk_size=16, config={'tasks': 'mqar'})
@@ -783,6 +786,10 @@ def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_p
     assert main_here(*args) is None
     rec = json.load(open(os.path.join(run, 'eval_lengths_decay.json')))
     assert (rec['variant'], rec['ssm_scaling'], rec['ssm_scale']) == ('decay', 'decay', 'auto')
+    assert 'scale' not in rec           # RoPE's s = L / T: no part of an SSM variant
+    printed = capsys.readouterr().out.splitlines()[-1]
+    assert printed == f"{run} mqar: s chosen on calibration examples: " + ', '.join(
+        f"{m} {E.scales_text(c['scales'])}" for m, c in rec['calibrated']['mqar'].items())
     model = E.load_run(run, 'cpu')[0]
     for m in ('1x', '2x'):
         chosen = rec['calibrated']['mqar'][m]['scales']
@@ -790,6 +797,7 @@ def test_a_calibrated_variant_records_its_scales_and_is_deterministic(tok, tmp_p
         assert rec['length_eval']['mqar'][m] == E.evaluate(model, tok, 'mqar', 128 * int(m[:-1]), 4, 8, 'cpu',
                                                            variant='decay', scales=chosen)
     assert main_here(*args) is None
+    assert f"{os.path.join(run, 'eval_lengths_decay.json')}: replacing the earlier eval there" in capsys.readouterr().out
     again = json.load(open(os.path.join(run, 'eval_lengths_decay.json')))
     assert (again['length_eval'], again['calibrated']) == (rec['length_eval'], rec['calibrated'])
 
@@ -801,3 +809,8 @@ def test_mamba2_variant_names_round_trip(name, ssm, scales, flags):
     sc = E.parse_variant(name)
     assert (sc.ssm, sc.ssm_scales) == (ssm, scales) and E.check_variant(*flags) == name
     assert E.calibration(name) == ('' if scales else flags[3])
+
+
+def test_a_calibrated_s_prints_once_where_every_layer_shares_it():
+    assert (E.scales_text([0.25, 0.25]), E.scales_text([0.25, 1.0]), E.scales_text([1 / 32])) == \
+        ('0.25', '(0.25, 1)', '0.03125')
