@@ -85,7 +85,7 @@ def _parse(key, raw, default):
         return ast.literal_eval(raw)
     except Exception:                               # ValueError, SyntaxError, TypeError ({[1]}), ...
         expected = type(default).__name__
-        _fail(f"{key} expects {expected} (default {default!r}), got {_short(raw)} which is not a {expected} literal")
+        _fail(f"{key} expects {expected} (default {default!r}), got {_short(raw)}, which is not a Python literal")
 
 
 def _reads(source, seen):

@@ -214,7 +214,9 @@ def check_start(ckpt, path, cfg, config, tok):
     changed = [f"{k}={was[k]!r} (this run: {getattr(config, k)!r})" for k in keys
                if was[k] != getattr(config, k)]
     if changed:
-        raise SystemExit(f"{path} was trained with other model settings: {', '.join(changed)}")
+        fix = ("resume it with its own settings, or train these into another out_dir" if resume else
+               "start from it with its settings for these, or train from scratch")
+        raise SystemExit(f"{path} was trained with other model settings: {', '.join(changed)}: {fix}")
     if not resume:
         return []
     was = {k: ckpt['config'].get(k, rundir.ADDED.get(k)) for k in cfg}

@@ -106,11 +106,13 @@ def test_the_diagnostic_on_a_dir_without_a_usable_run_is_one_line(tmp_path, caps
         return code
     assert diagnose('--help') == 0 and capsys.readouterr().out.startswith('python -m tools.mismatch [RUN_DIR')
     assert diagnose(tmp_path, 'extra').startswith('unknown argument(s)')        # not a second run, silently ignored
-    assert 'is not a readable checkpoint' in diagnose(tmp_path)
-    assert diagnose(tmp_path / 'gone').startswith(f"{tmp_path / 'gone'} is not a readable")       # no such dir or file
+    assert diagnose(tmp_path).startswith(f"no checkpoint at {tmp_path / 'ckpt.pt'}: give the run dir")
+    assert diagnose(tmp_path / 'gone').startswith(f"no checkpoint at {tmp_path / 'gone'}:")       # no such dir or file
     assert diagnose('--chek').startswith('unknown argument(s) --chek: python -m tools.mismatch [RUN_DIR')
     # a ckpt path is taken as one
-    assert diagnose(tmp_path / 'other.pt').startswith(f"{tmp_path / 'other.pt'} is not a readable")
+    assert diagnose(tmp_path / 'other.pt').startswith(f"no checkpoint at {tmp_path / 'other.pt'}")
+    (tmp_path / 'ckpt.pt').write_bytes(b'\x00' * 64)
+    assert 'is not a readable checkpoint' in diagnose(tmp_path)      # there, and not a checkpoint at all
     torch.save({'state_dict': {}}, tmp_path / 'ckpt.pt')
     assert 'is not a checkpoint train.py wrote' in diagnose(tmp_path)
     data = tmp_path / 'data'                       # a corpus whose meta.json is there but val.bin is not

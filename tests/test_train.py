@@ -464,6 +464,11 @@ def test_bad_input_gives_a_clear_one_line_error(data_dir, tmp_path):
     good = str(corrupt)
     train_here([*base, f'--out_dir={good}', '--init_from=scratch'])
     assert [r['iter'] for r in log(good)] == [0, 2]
+    # another model setting: its resume, and a start from its weights, each say what to do
+    refused([*base, f'--out_dir={good}', '--init_from=resume', '--max_iters=4', '--dropout_site=pre_norm'],
+            "dropout_site='none' (this run: 'pre_norm')", 'resume it with its own settings')
+    refused([*base, f'--out_dir={tmp_path / "o4"}', f'--init_from={good}', '--n_embd=64'],
+            'n_embd=32', 'train from scratch')
     ckpt = torch.load(os.path.join(good, 'ckpt.pt'), weights_only=True)
     ckpt['tokenizer'] = 'gpt2'
     torch.save(ckpt, os.path.join(good, 'ckpt.pt'))
