@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from base import rundir
-from base.processes import setup_processes
+from base.processes import leave_together, setup_processes
 from base.schedule import Schedule, write_branch
 from model import GPT, CompiledOrEager
 import sample_data
@@ -531,9 +531,8 @@ def main(argv):
         if len(val) > 1 and val[-1] >= val[0]:   # e.g. learning_rate=1e6 ends at chance, no error
             print(f"note: the val loss did not fall ({val[0]:.4f} to {val[-1]:.4f}): the run "
                   f"learned nothing; check learning_rate (now {cfg['learning_rate']})")
-    if procs.ddp:  # leave together: a gloo rank that tears down while its peer works can abort
-        dist.barrier()
-        dist.destroy_process_group()
+    if procs.ddp:
+        leave_together()
 
 
 if __name__ == '__main__':
