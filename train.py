@@ -527,6 +527,9 @@ def main(argv):
     if procs.master:
         print(f"done: {run.iter_num} iters in {(time.time() - run.t_start) / 60:.1f} min; checkpoint "
               f"{os.path.join(cfg['out_dir'], rundir.CKPT)}")
+        if schedule.fit_iter is None:      # a study counts such a run apart; a run by hand says it here
+            print(f"note: the run never fit (no quick eval reached 1x accuracy {cfg['fit_accuracy']}): train longer "
+                  f"(max_iters) or check the recipe before reading its length eval")
         val = [v for _, r in sorted(logged.items()) if (v := r.get('val_loss')) is not None]
         if len(val) > 1 and val[-1] >= val[0]:   # e.g. learning_rate=1e6 ends at chance, no error
             print(f"note: the val loss did not fall ({val[0]:.4f} to {val[-1]:.4f}): the run "

@@ -578,7 +578,7 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     args = ['tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={out_dir}', '--max_iters=20', '--eval_interval=2',
             '--dropout_site=none', '--steps_after_fit=3', '--fit_accuracy=0.9']
     out = run(*args)
-    assert 'fit at iter 4' in out.stdout and 'stopping at iter 7' in out.stdout
+    assert 'fit at iter 4' in out.stdout and 'stopping at iter 7' in out.stdout and 'never fit' not in out.stdout
     records = log(out_dir)
     assert [(r['iter'], r['fit_iter'], r.get('final', False)) for r in records] == [
         (0, None, False), (2, None, False), (4, 4, False), (6, 4, False), (7, 4, True)]
@@ -592,6 +592,13 @@ def test_steps_after_fit_stops_a_fixed_number_of_steps_past_the_fit(data_dir, tm
     assert schedule.fits({'a': {'1x': 0.95, '4x': 0.1}, 'b': {'1x': 0.97}}, 0.95)
     assert (not schedule.fits({'a': {'1x': 0.95}, 'b': {'1x': None}}, 0.95)
             and not schedule.fits({'a': {'4x': 1.0}}, 0.5))
+
+
+def test_a_run_that_never_fits_says_so_at_its_end(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(eval_lengths, 'evaluate', lambda *a, **k: 0.5)      # every quick eval misses the fit
+    out = run('tests/base_config.py', *TINY, *on(data_dir), f'--out_dir={tmp_path / "r"}', '--max_iters=4',
+              '--eval_interval=2', '--dropout_site=none', '--fit_accuracy=0.9')
+    assert 'note: the run never fit (no quick eval reached 1x accuracy 0.9)' in out.stdout
 
 
 @pytest.mark.parametrize('kept, logged', [(0, [(6, 4), (7, 4)]), (2, [(0, None), (2, None), (6, 4), (7, 4)])])
