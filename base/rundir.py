@@ -468,6 +468,18 @@ def exit_on_signals(standing):
         if not first or STOP.get('exiting'):   # raised inside atexit, an exit prints 'Exception ignored'
             os._exit(128 + STOP['signum'])
         raise SystemExit(128 + signum)
+
+    def uncaught(kind, value, tb):
+        # the SystemExit raised where the signal landed can come back as another exception: Python wraps one
+        # raised in a class's __set_name__ in a RuntimeError (torch importing its compiler, while a Ctrl-C lands).
+        # That is still the stop: its line was said, so end as it would have (the lock released, then 128 + signal)
+        if STOP.get('signum') is None:
+            return sys.__excepthook__(kind, value, tb)
+        release_all()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + STOP['signum'])
+    sys.excepthook = uncaught
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, handler)
 

@@ -1217,6 +1217,30 @@ def test_a_second_signal_ends_a_process_whose_first_exit_was_swallowed():
     assert (proc.returncode, proc.stdout, proc.stderr.strip()) == (130, '', 'SIGINT: stopped here')
 
 
+def test_a_ctrl_c_that_comes_back_as_another_exception_still_ends_in_its_one_line(tmp_path):
+    """The stop's SystemExit, raised where the signal lands, comes back as a RuntimeError when it lands in a
+    class's __set_name__ (Python wraps it: torch importing its compiler, as the probe below once met it). The
+    script still ends with 128 + the signal, its one line and no traceback, and its lock released."""
+    script = tmp_path / 'lands.py'
+    script.write_text(f"""import os, signal, sys
+sys.path.insert(0, {ROOT!r})
+from base import rundir
+lock = rundir.own({str(tmp_path / 'run')!r})
+rundir.exit_on_signals(lambda: 'stopped in a class body')
+class Lands:
+    def __set_name__(self, owner, name):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+class Kernel:
+    x = Lands()
+print('not reached')
+""")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout, out.stderr.strip()) == (130, '', 'SIGINT: stopped in a class body')
+    assert not os.path.exists(tmp_path / 'run' / rundir.LOCK)
+
+
 @pytest.mark.slow
 def test_many_real_ctrl_cs_each_end_a_vpad_run_in_one_line(tmp_path):
     """The probe that found the lost Ctrl-C, as a user meets it: train.py with VPAD (its kernel compiled on its
