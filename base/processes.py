@@ -5,7 +5,6 @@ on: a sum over them, rank 0's value, every process's value.
 """
 
 import os
-import sys
 from contextlib import nullcontext
 from datetime import timedelta
 from typing import NamedTuple
@@ -97,11 +96,7 @@ def leave_together():
     """The end of a DDP process's run: every rank finishes before any tears down (a gloo rank that tears down
     while its peer works can abort), then the process leaves without the interpreter's C++ teardown, where
     gloo's threads still abort about one exit in twenty on a 2-core CPU (SIGABRT, no Python frame, after a run
-    that finished and wrote everything), failing the launch. What that teardown would do that matters here,
-    the run lock's release and the flush of stdout and stderr, is done first."""
+    that finished and wrote everything), failing the launch (rundir.leave does what matters of it first)."""
     dist.barrier()
     dist.destroy_process_group()
-    rundir.release_all()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    rundir.leave(0)

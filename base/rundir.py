@@ -393,6 +393,15 @@ def release_all():
         lock.release()
 
 
+def leave(code):
+    """End the process now with exit code `code`, skipping the interpreter's teardown (os._exit), after the part
+    of it that matters here: every run lock released, stdout and stderr flushed."""
+    release_all()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 @atexit.register
 def exiting():      # (atexit runs last-registered first: this before release_all)
     STOP['exiting'] = True
@@ -475,10 +484,7 @@ def exit_on_signals(standing):
         # That is still the stop: its line was said, so end as it would have (the lock released, then 128 + signal)
         if STOP.get('signum') is None:
             return sys.__excepthook__(kind, value, tb)
-        release_all()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(128 + STOP['signum'])
+        leave(128 + STOP['signum'])
     sys.excepthook = uncaught
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, handler)

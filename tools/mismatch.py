@@ -99,12 +99,12 @@ def main(argv):
     torch.manual_seed(0)
     if argv:
         # a missing or foreign checkpoint is one line, not a traceback
-        if not os.path.exists(rundir.ckpt_path(argv[0])):
-            raise SystemExit(f"no checkpoint at {rundir.ckpt_path(argv[0])}: give the run dir of a train.py run "
+        path = rundir.ckpt_path(argv[0])
+        if not os.path.exists(path):
+            raise SystemExit(f"no checkpoint at {path}: give the run dir of a train.py run "
                              f"(python train.py config/vpad.py writes out/vpad)")
-        ckpt = rundir.load_checkpoint(rundir.ckpt_path(argv[0]), "give the run dir of a train.py run",
-                                      keys=('model', 'model_args', 'config'))
-        cfg = dict(vars(GPTConfig.from_checkpoint(ckpt['model_args'], rundir.ckpt_path(argv[0]))))
+        ckpt = rundir.load_checkpoint(path, "give the run dir of a train.py run", keys=('model', 'model_args', 'config'))
+        cfg = dict(vars(GPTConfig.from_checkpoint(ckpt['model_args'], path)))
         T, data_dir = cfg['block_size'], ckpt['config']['data_dir']
         sample_data.make_corpus(ckpt['config'], "rerun this command")     # the run's data, generated again if gone
         try:
